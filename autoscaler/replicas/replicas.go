@@ -1,0 +1,478 @@
+// Package replicas computes one metric's replica proposal the way the
+// Kubernetes HPA controller does: pods are grouped into ready, unready,
+// missing and ignored, the usage ratio is compared with the tolerance, and
+// missing and unready pods are rebalanced before a second look.
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelpers "k8s.io/component-helpers/resource"
+
+	"github.com/metricscale/metricscale/autoscaler/metricsource"
+)
+
+// Tolerances are the usage-ratio bands inside which no scaling happens.
+type Tolerances struct {
+	ScaleDown float64
+	ScaleUp   float64
+}
+
+// Within reports whether ratio needs no change.
+func (t Tolerances) Within(ratio float64) bool {
+	return (1.0-t.ScaleDown) <= ratio && ratio <= (1.0+t.ScaleUp)
+}
+
+func (t Tolerances) String() string {
+	return fmt.Sprintf("[down:%.1f%%, up:%.1f%%]", t.ScaleDown*100., t.ScaleUp*100.)
+}
+
+var (
+	errNoPods    = errors.New("no pods returned by selector while calculating replica count")
+	errNoMetrics = errors.New("did not receive metrics for targeted pods (pods might be unready)")
+	errNoMatch   = errors.New("no metrics returned matched known pods")
+)
+
+type podState uint8
+
+const (
+	podReady podState = iota
+	podUnready
+	podMissing
+	podIgnored
+)
+
+// Calculator proposes replica counts for one reconcile. Pods are the pods
+// the target's selector selects in the autoscaler's namespace; Now is the
+// reconcile's time. A Calculator reuses its scratch space across metrics, so
+// one is made per reconcile and is not safe for concurrent use.
+type Calculator struct {
+	Source    metricsource.Source
+	Namespace string
+	Selector  labels.Selector
+	Pods      []*corev1.Pod
+	Now       time.Time
+
+	CPUInitializationPeriod time.Duration
+	InitialReadinessDelay   time.Duration
+	// PodLevelResources enables pod-level requests (feature gate PodLevelResources).
+	PodLevelResources bool
+
+	states   []podState
+	requests []int64
+}
+
+// grouping is the outcome of sorting pods by what their samples may say.
+type grouping struct {
+	ready, unready, missing int
+	// entries is how many samples remain once ignored and unready pods' are
+	// removed (samples of pods the selector does not know included).
+	entries int
+	// keptSum is the sum of those remaining samples.
+	keptSum int64
+}
+
+func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.ResourceName) grouping {
+	if cap(c.states) < len(c.Pods) {
+		c.states = make([]podState, len(c.Pods))
+	}
+	c.states = c.states[:len(c.Pods)]
+	g := grouping{entries: len(info)}
+	for _, v := range info {
+		g.keptSum += v.Value
+	}
+	for i, pod := range c.Pods {
+		st := c.classify(pod, info, resource)
+		c.states[i] = st
+		switch st {
+		case podReady:
+			g.ready++
+			continue
+		case podMissing:
+			g.missing++
+			continue
+		case podUnready:
+			g.unready++
+		}
+		// Ignored and unready pods' samples are dropped.
+		if m, ok := info[pod.Name]; ok {
+			g.entries--
+			g.keptSum -= m.Value
+		}
+	}
+	return g
+}
+
+func (c *Calculator) classify(pod *corev1.Pod, info metricsource.PodMetricsInfo, resource corev1.ResourceName) podState {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed {
+		return podIgnored
+	}
+	if pod.Status.Phase == corev1.PodPending {
+		return podUnready
+	}
+	sample, found := info[pod.Name]
+	if !found {
+		return podMissing
+	}
+	if resource != corev1.ResourceCPU {
+		return podReady
+	}
+	cond := readyCondition(pod)
+	if cond == nil || pod.Status.StartTime == nil {
+		return podUnready
+	}
+	var unready bool
+	if pod.Status.StartTime.Add(c.CPUInitializationPeriod).After(c.Now) {
+		// Still initializing: a sample counts once the pod is ready and a
+		// whole window has passed since it became so.
+		unready = cond.Status == corev1.ConditionFalse || sample.Timestamp.Before(cond.LastTransitionTime.Add(sample.Window))
+	} else {
+		// Past initialization: set aside only a pod that has never been ready.
+		unready = cond.Status == corev1.ConditionFalse && pod.Status.StartTime.Add(c.InitialReadinessDelay).After(cond.LastTransitionTime.Time)
+	}
+	if unready {
+		return podUnready
+	}
+	return podReady
+}
+
+func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func isRunningAndReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	cond := readyCondition(pod)
+	return cond != nil && cond.Status == corev1.ConditionTrue
+}
+
+// ResourceUtilization proposes replicas for a Resource or ContainerResource
+// metric with a Utilization target. It returns the proposal, the current
+// utilization (percent of request) and the raw average usage (milli-units).
+func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, targetUtilization int32, resource corev1.ResourceName, tol Tolerances, container string) (int32, int32, int64, error) {
+	info, _, err := c.Source.ResourceMetric(ctx, resource, c.Namespace, c.Selector, container)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("unable to get metrics for resource %s: %w", resource, err)
+	}
+	if len(c.Pods) == 0 {
+		return 0, 0, 0, errNoPods
+	}
+	g := c.group(info, resource)
+	if g.entries == 0 {
+		return 0, 0, 0, errNoMetrics
+	}
+	if err := c.computeRequests(container, resource); err != nil {
+		return 0, 0, 0, err
+	}
+
+	var usage, requested int64
+	for i, pod := range c.Pods {
+		if c.states[i] == podReady {
+			usage += info[pod.Name].Value
+			requested += c.requests[i]
+		}
+	}
+	if requested == 0 {
+		return 0, 0, 0, errNoMatch
+	}
+	utilization := int32((usage * 100) / requested)
+	raw := usage / int64(g.ready)
+	ratio := float64(utilization) / float64(targetUtilization)
+
+	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
+	if !scaleUpWithUnready && g.missing == 0 {
+		if tol.Within(ratio) {
+			return currentReplicas, utilization, raw, nil
+		}
+		return int32(math.Ceil(ratio * float64(g.ready))), utilization, raw, nil
+	}
+
+	// Rebalance: missing pods count as their request (or the target when it
+	// is above 100%) on a scale-down and as 0 on a scale-up; unready pods as
+	// 0 on a scale-up.
+	entries := g.entries
+	if g.missing > 0 && (ratio < 1.0 || ratio > 1.0) {
+		fallback := int64(max(100, targetUtilization))
+		for i := range c.Pods {
+			if c.states[i] != podMissing {
+				continue
+			}
+			if ratio < 1.0 {
+				usage += c.requests[i] * fallback / 100
+			}
+			requested += c.requests[i]
+			entries++
+		}
+	}
+	if scaleUpWithUnready {
+		for i := range c.Pods {
+			if c.states[i] == podUnready {
+				requested += c.requests[i]
+				entries++
+			}
+		}
+	}
+	if requested == 0 {
+		return 0, utilization, raw, errNoMatch
+	}
+	newRatio := float64(int32((usage*100)/requested)) / float64(targetUtilization)
+	return rebalanced(currentReplicas, ratio, newRatio, entries, tol), utilization, raw, nil
+}
+
+// rebalanced finishes a proposal whose ratio was recomputed with missing
+// and unready pods filled in: no change when that lands inside the
+// tolerance or flips the direction of the scale.
+func rebalanced(currentReplicas int32, ratio, newRatio float64, entries int, tol Tolerances) int32 {
+	if tol.Within(newRatio) || (ratio < 1.0 && newRatio > 1.0) || (ratio > 1.0 && newRatio < 1.0) {
+		return currentReplicas
+	}
+	proposal := int32(math.Ceil(newRatio * float64(entries)))
+	if (newRatio < 1.0 && proposal > currentReplicas) || (newRatio > 1.0 && proposal < currentReplicas) {
+		return currentReplicas
+	}
+	return proposal
+}
+
+// ResourceAverageValue proposes replicas for a Resource or ContainerResource
+// metric with an AverageValue target (milli-units per pod).
+func (c *Calculator) ResourceAverageValue(ctx context.Context, currentReplicas int32, targetUsage int64, resource corev1.ResourceName, tol Tolerances, container string) (int32, int64, error) {
+	info, _, err := c.Source.ResourceMetric(ctx, resource, c.Namespace, c.Selector, container)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get metrics for resource %s: %w", resource, err)
+	}
+	return c.plain(info, currentReplicas, targetUsage, tol, resource)
+}
+
+// PodsAverageValue proposes replicas for a Pods metric.
+func (c *Calculator) PodsAverageValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, metricSelector labels.Selector) (int32, int64, error) {
+	info, _, err := c.Source.PodsMetric(ctx, metricName, c.Namespace, c.Selector, metricSelector)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get metric %s: %w", metricName, err)
+	}
+	return c.plain(info, currentReplicas, targetUsage, tol, "")
+}
+
+// plain proposes replicas for a per-pod average that is not a percentage.
+func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int32, targetUsage int64, tol Tolerances, resource corev1.ResourceName) (int32, int64, error) {
+	if len(c.Pods) == 0 {
+		return 0, 0, errNoPods
+	}
+	g := c.group(info, resource)
+	if g.entries == 0 {
+		return 0, 0, errNoMetrics
+	}
+	usage := g.keptSum / int64(g.entries)
+	ratio := float64(usage) / float64(targetUsage)
+
+	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
+	if !scaleUpWithUnready && g.missing == 0 {
+		if tol.Within(ratio) {
+			return currentReplicas, usage, nil
+		}
+		return int32(math.Ceil(ratio * float64(g.ready))), usage, nil
+	}
+
+	// Missing pods count as the target on a scale-down and 0 on a scale-up;
+	// unready pods as 0 on a scale-up.
+	total, entries := g.keptSum, g.entries
+	// A ratio of exactly 1 (or NaN) leaves missing pods out.
+	if g.missing > 0 && (ratio < 1.0 || ratio > 1.0) {
+		if ratio < 1.0 {
+			total += targetUsage * int64(g.missing)
+		}
+		entries += g.missing
+	}
+	if scaleUpWithUnready {
+		entries += g.unready
+	}
+	newRatio := float64(total/int64(entries)) / float64(targetUsage)
+	return rebalanced(currentReplicas, ratio, newRatio, entries, tol), usage, nil
+}
+
+// ObjectValue proposes replicas for an Object metric with a Value target.
+func (c *Calculator) ObjectValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, ref *autoscalingv2.CrossVersionObjectReference, metricSelector labels.Selector) (int32, int64, error) {
+	usage, _, err := c.Source.ObjectMetric(ctx, metricName, c.Namespace, ref, metricSelector)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get metric %s: %w on %s %s/%s", metricName, err, ref.Kind, c.Namespace, ref.Name)
+	}
+	proposal, err := c.usageRatioProposal(currentReplicas, float64(usage)/float64(targetUsage), tol)
+	return proposal, usage, err
+}
+
+// usageRatioProposal scales the ready pods by ratio. From zero replicas it
+// ignores pods and tolerance, so that a workload can come back from zero.
+func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, tol Tolerances) (int32, error) {
+	if currentReplicas == 0 {
+		return int32(math.Ceil(ratio)), nil
+	}
+	if tol.Within(ratio) {
+		return currentReplicas, nil
+	}
+	if len(c.Pods) == 0 {
+		return 0, fmt.Errorf("unable to calculate ready pods: %w", errNoPods)
+	}
+	ready := 0
+	for _, pod := range c.Pods {
+		if isRunningAndReady(pod) {
+			ready++
+		}
+	}
+	proposal := ratio * float64(ready)
+	if proposal > math.MaxInt32 {
+		return math.MaxInt32, nil
+	}
+	return int32(math.Ceil(proposal)), nil
+}
+
+// ObjectAverageValue proposes replicas for an Object metric with an
+// AverageValue target: the object's value shared by the current pods.
+func (c *Calculator) ObjectAverageValue(ctx context.Context, statusReplicas int32, targetAverage int64, metricName string, tol Tolerances, ref *autoscalingv2.CrossVersionObjectReference, metricSelector labels.Selector) (int32, int64, error) {
+	usage, _, err := c.Source.ObjectMetric(ctx, metricName, c.Namespace, ref, metricSelector)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get metric %s: %w on %s %s/%s", metricName, err, ref.Kind, c.Namespace, ref.Name)
+	}
+	proposal := statusReplicas
+	ratio := float64(usage) / (float64(targetAverage) * float64(proposal))
+	if !tol.Within(ratio) {
+		proposal = int32(math.Ceil(float64(usage) / float64(targetAverage)))
+	}
+	return proposal, int64(math.Ceil(float64(usage) / float64(statusReplicas))), nil
+}
+
+// ExternalValue proposes replicas for an External metric with a Value
+// target: the matching series are summed (saturating at MaxInt64).
+func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
+	sel, err := metav1.LabelSelectorAsSelector(metricSelector)
+	if err != nil {
+		return 0, 0, err
+	}
+	values, _, err := c.Source.ExternalMetric(ctx, metricName, c.Namespace, sel)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", c.Namespace, metricName, metricSelector, err)
+	}
+	var usage int64
+	for _, v := range values {
+		if v > 0 && usage > math.MaxInt64-v {
+			usage = math.MaxInt64
+			break
+		}
+		usage += v
+	}
+	proposal, err := c.usageRatioProposal(currentReplicas, float64(usage)/float64(targetUsage), tol)
+	return proposal, usage, err
+}
+
+// ExternalAverageValue proposes replicas for an External metric with an
+// AverageValue target: the summed series shared by the current pods.
+func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas int32, targetPerPod int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
+	sel, err := metav1.LabelSelectorAsSelector(metricSelector)
+	if err != nil {
+		return 0, 0, err
+	}
+	values, _, err := c.Source.ExternalMetric(ctx, metricName, c.Namespace, sel)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", c.Namespace, metricName, metricSelector, err)
+	}
+	var usage int64
+	for _, v := range values {
+		usage += v
+		if usage < 0 { // only an int64 overflow gets here
+			usage = math.MaxInt64
+			break
+		}
+	}
+	proposal := statusReplicas
+	ratio := float64(usage) / (float64(targetPerPod) * float64(proposal))
+	if !tol.Within(ratio) {
+		p := math.Ceil(float64(usage) / float64(targetPerPod))
+		if p > float64(math.MaxInt32) {
+			proposal = math.MaxInt32
+		} else {
+			proposal = int32(p)
+		}
+	}
+	if float64(usage) >= float64(math.MaxInt64) {
+		usage = math.MaxInt64
+	} else {
+		usage = int64(math.Ceil(float64(usage) / float64(statusReplicas)))
+	}
+	return proposal, usage, nil
+}
+
+// computeRequests fills c.requests with each pod's request of resource: one
+// container's, the pod-level request when set (and no container is named),
+// or the sum over containers and restartable init containers (sidecars).
+func (c *Calculator) computeRequests(container string, resource corev1.ResourceName) error {
+	if cap(c.requests) < len(c.Pods) {
+		c.requests = make([]int64, len(c.Pods))
+	}
+	c.requests = c.requests[:len(c.Pods)]
+	for i, pod := range c.Pods {
+		var err error
+		if c.PodLevelResources && container == "" && resourcehelpers.IsPodLevelRequestsSet(pod) {
+			c.requests[i], err = podLevelRequest(pod, resource)
+		} else {
+			c.requests[i], err = containerRequests(pod, container, resource)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func podLevelRequest(pod *corev1.Pod, resource corev1.ResourceName) (int64, error) {
+	q, ok := resourcehelpers.PodRequests(pod, resourcehelpers.PodResourcesOptions{})[resource]
+	if !ok {
+		return 0, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
+	}
+	return q.MilliValue(), nil
+}
+
+func containerRequests(pod *corev1.Pod, container string, resource corev1.ResourceName) (int64, error) {
+	var total int64
+	add := func(ctr *corev1.Container) (done bool, err error) {
+		if container == "" || container == ctr.Name {
+			q, ok := ctr.Resources.Requests[resource]
+			if !ok {
+				return false, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ctr.Name, pod.Name)
+			}
+			total += q.MilliValue()
+		}
+		// Container names are unique within a pod.
+		return container == ctr.Name, nil
+	}
+	for i := range pod.Spec.Containers {
+		if done, err := add(&pod.Spec.Containers[i]); done || err != nil {
+			return total, err
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		ctr := &pod.Spec.InitContainers[i]
+		if ctr.RestartPolicy == nil || *ctr.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			continue
+		}
+		if done, err := add(ctr); done || err != nil {
+			return total, err
+		}
+	}
+	if container != "" {
+		return 0, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
+	}
+	return total, nil
+}

@@ -1,0 +1,150 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/metricscale/metricscale/autoscaler/behavior"
+	"github.com/metricscale/metricscale/autoscaler/decision"
+)
+
+// StepResult is what the controller did at one step: the replay's output
+// line, in the JSON form of shared/scenarios/README.md.
+type StepResult struct {
+	At       string                                      `json:"at"`
+	Replicas int32                                       `json:"replicas"`
+	Rescaled bool                                        `json:"rescaled"`
+	Error    string                                      `json:"error"`
+	Status   autoscalingv2.HorizontalPodAutoscalerStatus `json:"status"`
+
+	// What the table and the plot show besides.
+	Time            time.Time                  `json:"-"`
+	CurrentReplicas int32                      `json:"-"`
+	Reason          string                     `json:"-"`
+	Spec            []autoscalingv2.MetricSpec `json:"-"`
+	Metrics         []decision.MetricResult    `json:"-"`
+}
+
+var errScaleUpdate = errors.New("the server is currently unable to handle the request (put scale)")
+
+// Replay runs every step through the decision core, as one controller that
+// keeps its memory between reconciles, and returns one result per step.
+func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
+	settings := s.Settings()
+	hpa := s.Autoscaler.DeepCopy()
+	var (
+		history  behavior.History
+		scale    decision.Scale
+		pods     []corev1.Pod
+		w        world
+		rescaled bool
+		out      = make([]StepResult, 0, len(s.Steps))
+	)
+	w.namespace = hpa.Namespace
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		now := s.Start.Add(time.Duration(st.At))
+		if st.Autoscaler != nil {
+			hpa.Spec = *st.Autoscaler.Spec.DeepCopy()
+		}
+		switch {
+		case st.Scale != nil:
+			scale = decision.Scale{Replicas: *st.Scale.Replicas, StatusReplicas: *st.Scale.Replicas, Selector: st.Scale.Selector}
+			if st.Scale.StatusReplicas != nil {
+				scale.StatusReplicas = *st.Scale.StatusReplicas
+			}
+		case rescaled:
+			scale.StatusReplicas = scale.Replicas
+		}
+		if st.Pods != nil {
+			pods = *st.Pods
+			w.pods = w.pods[:0]
+			for j := range pods {
+				if pods[j].Namespace == "" || pods[j].Namespace == hpa.Namespace {
+					w.pods = append(w.pods, &pods[j])
+				}
+			}
+		}
+		if st.PodMetrics != nil {
+			w.podM = *st.PodMetrics
+		}
+		if st.CustomMetrics != nil {
+			w.custom = *st.CustomMetrics
+		}
+		if st.ExternalMetrics != nil {
+			w.external = *st.ExternalMetrics
+		}
+		if st.Failures != nil {
+			w.failures = *st.Failures
+		}
+		w.now = now
+
+		plan := decision.Decide(ctx, decision.Input{
+			Autoscaler: hpa,
+			Scale:      scale,
+			Pods:       &w,
+			Metrics:    &w,
+			History:    history,
+			Settings:   settings,
+			Now:        now,
+		})
+		var writeErr error
+		if plan.Rescale && w.scaleFails() {
+			writeErr = errScaleUpdate
+		}
+		res := plan.Finish(writeErr)
+		history = res.History
+		status, err := storedStatus(res.Status)
+		if err != nil {
+			return nil, fmt.Errorf("steps[%d]: %w", i, err)
+		}
+		hpa.Status = status
+		rescaled = res.Rescaled
+		current := scale.Replicas
+		scale.Replicas = res.Replicas
+
+		r := StepResult{
+			At:              time.Duration(st.At).String(),
+			Replicas:        res.Replicas,
+			Rescaled:        res.Rescaled,
+			Status:          status,
+			Time:            now,
+			CurrentReplicas: current,
+			Reason:          res.Reason,
+			Spec:            hpa.Spec.Metrics,
+			Metrics:         res.Metrics,
+		}
+		if res.Err != nil {
+			r.Error = res.Err.Error()
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (w *world) scaleFails() bool {
+	for _, f := range w.failures {
+		if f.API == APIScale {
+			return true
+		}
+	}
+	return false
+}
+
+// storedStatus is the status as the API server keeps it: times in whole
+// seconds, as the next reconcile reads them back.
+func storedStatus(s autoscalingv2.HorizontalPodAutoscalerStatus) (autoscalingv2.HorizontalPodAutoscalerStatus, error) {
+	var out autoscalingv2.HorizontalPodAutoscalerStatus
+	data, err := json.Marshal(s)
+	if err != nil {
+		return out, err
+	}
+	err = json.Unmarshal(data, &out)
+	return out, err
+}

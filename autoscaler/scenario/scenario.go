@@ -1,0 +1,288 @@
+// Package scenario is the replay format of `autoscaler simulate`
+// (shared/scenarios/README.md): a recorded history of what one autoscaler
+// saw, replayed through the decision core with a virtual clock.
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metricscale/metricscale/autoscaler/decision"
+)
+
+// Duration is a Go duration written as a string ("30s", "5m").
+type Duration time.Duration
+
+// Scenario is one replay.
+type Scenario struct {
+	Start        metav1.Time                           `json:"start"`
+	Controller   Controller                            `json:"controller"`
+	FeatureGates map[string]bool                       `json:"featureGates"`
+	Autoscaler   autoscalingv2.HorizontalPodAutoscaler `json:"autoscaler"`
+	Steps        []Step                                `json:"steps"`
+}
+
+// Controller holds kube-controller-manager's HPA flags.
+type Controller struct {
+	Tolerance                    *float64  `json:"tolerance"`
+	CPUInitializationPeriod      *Duration `json:"cpuInitializationPeriod"`
+	InitialReadinessDelay        *Duration `json:"initialReadinessDelay"`
+	DownscaleStabilizationWindow *Duration `json:"downscaleStabilizationWindow"`
+}
+
+// Step is what one reconcile sees. A nil list is carried over from the
+// step before; an empty one replaces it.
+type Step struct {
+	At              Duration          `json:"at"`
+	Scale           *Scale            `json:"scale"`
+	Pods            *[]corev1.Pod     `json:"pods"`
+	PodMetrics      *[]PodMetrics     `json:"podMetrics"`
+	CustomMetrics   *[]CustomMetric   `json:"customMetrics"`
+	ExternalMetrics *[]ExternalMetric `json:"externalMetrics"`
+	Failures        *[]Failure        `json:"failures"`
+	Autoscaler      *Edit             `json:"autoscaler"`
+}
+
+// Scale is the target's /scale at a step.
+type Scale struct {
+	Replicas       *int32 `json:"replicas"`
+	StatusReplicas *int32 `json:"statusReplicas"`
+	Selector       string `json:"selector"`
+}
+
+// Edit is a user's change of the spec; its metadata and status are ignored.
+type Edit struct {
+	APIVersion string                                       `json:"apiVersion"`
+	Kind       string                                       `json:"kind"`
+	Metadata   *metav1.ObjectMeta                           `json:"metadata"`
+	Spec       autoscalingv2.HorizontalPodAutoscalerSpec    `json:"spec"`
+	Status     *autoscalingv2.HorizontalPodAutoscalerStatus `json:"status"`
+}
+
+// PodMetrics is what metrics.k8s.io answers for one pod.
+type PodMetrics struct {
+	Pod        string                         `json:"pod"`
+	Timestamp  *metav1.Time                   `json:"timestamp"`
+	Window     *Duration                      `json:"window"`
+	Containers map[string]corev1.ResourceList `json:"containers"`
+}
+
+// ObjectRef names the object a custom metric describes.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+}
+
+// CustomMetric is one series of custom.metrics.k8s.io.
+type CustomMetric struct {
+	Object    ObjectRef         `json:"object"`
+	Metric    string            `json:"metric"`
+	Labels    map[string]string `json:"labels"`
+	Value     resource.Quantity `json:"value"`
+	Timestamp *metav1.Time      `json:"timestamp"`
+	Window    *Duration         `json:"window"`
+}
+
+// ExternalMetric is one series of external.metrics.k8s.io.
+type ExternalMetric struct {
+	Metric    string            `json:"metric"`
+	Labels    map[string]string `json:"labels"`
+	Value     resource.Quantity `json:"value"`
+	Timestamp *metav1.Time      `json:"timestamp"`
+}
+
+// The APIs a failure can name.
+const (
+	APIResourceMetrics = "metrics.k8s.io"
+	APICustomMetrics   = "custom.metrics.k8s.io"
+	APIExternalMetrics = "external.metrics.k8s.io"
+	APIScale           = "scale"
+)
+
+// Failure makes the queries of one API (optionally for one metric) fail.
+type Failure struct {
+	API    string `json:"api"`
+	Metric string `json:"metric"`
+}
+
+// Parse reads a scenario from YAML or JSON and checks it. Errors name the
+// offending field.
+func Parse(data []byte) (*Scenario, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	generic, err := parseGeneric(js)
+	if err != nil {
+		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	if generic == nil {
+		return nil, errors.New("empty scenario")
+	}
+	var s Scenario
+	if err := decodeValue("", generic, reflect.ValueOf(&s).Elem()); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *Scenario) validate() error {
+	if s.Start.IsZero() {
+		return fieldErr("start", "required (an RFC 3339 time)")
+	}
+	c := s.Controller
+	if c.Tolerance != nil && *c.Tolerance < 0 {
+		return fieldErr("controller.tolerance", "must not be negative, got %v", *c.Tolerance)
+	}
+	for name, d := range map[string]*Duration{
+		"controller.cpuInitializationPeriod":      c.CPUInitializationPeriod,
+		"controller.initialReadinessDelay":        c.InitialReadinessDelay,
+		"controller.downscaleStabilizationWindow": c.DownscaleStabilizationWindow,
+	} {
+		if d != nil && *d < 0 {
+			return fieldErr(name, "must not be negative, got %s", time.Duration(*d))
+		}
+	}
+	a := &s.Autoscaler
+	if a.Kind != "" && a.Kind != "HorizontalPodAutoscaler" {
+		return fieldErr("autoscaler.kind", "must be HorizontalPodAutoscaler, got %q", a.Kind)
+	}
+	if a.APIVersion != "" && a.APIVersion != "autoscaling/v2" {
+		return fieldErr("autoscaler.apiVersion", "must be autoscaling/v2, got %q", a.APIVersion)
+	}
+	if a.Name == "" {
+		return fieldErr("autoscaler.metadata.name", "required")
+	}
+	if a.Namespace == "" {
+		a.Namespace = metav1.NamespaceDefault
+	}
+	if len(s.Steps) == 0 {
+		return fieldErr("steps", "at least one step is required")
+	}
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		path := fmt.Sprintf("steps[%d]", i)
+		if st.At < 0 {
+			return fieldErr(path+".at", "must not be negative, got %s", time.Duration(st.At))
+		}
+		if i > 0 && st.At <= s.Steps[i-1].At {
+			return fieldErr(path+".at", "must be later than the step before (%s), got %s", time.Duration(s.Steps[i-1].At), time.Duration(st.At))
+		}
+		if i == 0 && st.Scale == nil {
+			return fieldErr(path+".scale", "required at the first step")
+		}
+		if i == 0 && st.Pods == nil {
+			return fieldErr(path+".pods", "required at the first step")
+		}
+		if st.Scale != nil {
+			if st.Scale.Replicas == nil {
+				return fieldErr(path+".scale.replicas", "required")
+			}
+			if *st.Scale.Replicas < 0 {
+				return fieldErr(path+".scale.replicas", "must not be negative, got %d", *st.Scale.Replicas)
+			}
+			if st.Scale.StatusReplicas != nil && *st.Scale.StatusReplicas < 0 {
+				return fieldErr(path+".scale.statusReplicas", "must not be negative, got %d", *st.Scale.StatusReplicas)
+			}
+		}
+		if err := validateLists(path, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateLists(path string, st *Step) error {
+	if st.Pods != nil {
+		for j, p := range *st.Pods {
+			if p.Name == "" {
+				return fieldErr(fmt.Sprintf("%s.pods[%d].metadata.name", path, j), "required")
+			}
+		}
+	}
+	if st.PodMetrics != nil {
+		for j, m := range *st.PodMetrics {
+			p := fmt.Sprintf("%s.podMetrics[%d]", path, j)
+			if m.Pod == "" {
+				return fieldErr(p+".pod", "required")
+			}
+			if m.Window != nil && *m.Window < 0 {
+				return fieldErr(p+".window", "must not be negative")
+			}
+		}
+	}
+	if st.CustomMetrics != nil {
+		for j, m := range *st.CustomMetrics {
+			p := fmt.Sprintf("%s.customMetrics[%d]", path, j)
+			switch {
+			case m.Object.Kind == "":
+				return fieldErr(p+".object.kind", "required")
+			case m.Object.Name == "":
+				return fieldErr(p+".object.name", "required")
+			case m.Metric == "":
+				return fieldErr(p+".metric", "required")
+			case m.Window != nil && *m.Window < 0:
+				return fieldErr(p+".window", "must not be negative")
+			}
+		}
+	}
+	if st.ExternalMetrics != nil {
+		for j, m := range *st.ExternalMetrics {
+			if m.Metric == "" {
+				return fieldErr(fmt.Sprintf("%s.externalMetrics[%d].metric", path, j), "required")
+			}
+		}
+	}
+	if st.Failures != nil {
+		for j, f := range *st.Failures {
+			switch f.API {
+			case APIResourceMetrics, APICustomMetrics, APIExternalMetrics, APIScale:
+			default:
+				return fieldErr(fmt.Sprintf("%s.failures[%d].api", path, j), "must be one of %s, %s, %s, %s; got %q",
+					APIResourceMetrics, APICustomMetrics, APIExternalMetrics, APIScale, f.API)
+			}
+		}
+	}
+	return nil
+}
+
+// Settings are the controller settings the scenario asks for, over
+// kube-controller-manager v1.36's defaults.
+func (s *Scenario) Settings() decision.Settings {
+	set := decision.DefaultSettings()
+	c := s.Controller
+	if c.Tolerance != nil {
+		set.Tolerance = *c.Tolerance
+	}
+	if c.CPUInitializationPeriod != nil {
+		set.CPUInitializationPeriod = time.Duration(*c.CPUInitializationPeriod)
+	}
+	if c.InitialReadinessDelay != nil {
+		set.InitialReadinessDelay = time.Duration(*c.InitialReadinessDelay)
+	}
+	if c.DownscaleStabilizationWindow != nil {
+		set.DownscaleStabilizationWindow = time.Duration(*c.DownscaleStabilizationWindow)
+	}
+	if v, ok := s.FeatureGates["HPAConfigurableTolerance"]; ok {
+		set.Gates.ConfigurableTolerance = v
+	}
+	if v, ok := s.FeatureGates["HPAScaleToZero"]; ok {
+		set.Gates.ScaleToZero = v
+	}
+	if v, ok := s.FeatureGates["PodLevelResources"]; ok {
+		set.Gates.PodLevelResources = v
+	}
+	return set
+}

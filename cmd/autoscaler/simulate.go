@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/metricscale/metricscale/autoscaler/scenario"
+)
+
+// simulate replays a scenario file through the decision core. Nothing is
+// printed on stdout unless the whole replay succeeds.
+func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.StringP("file", "f", "", "scenario file (YAML or JSON); - reads standard input")
+	output := fs.StringP("output", "o", "jsonl", "output format: jsonl or table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *file == "" {
+		fmt.Fprintln(stderr, "simulate: -f is required")
+		return 2
+	}
+	if *output != "jsonl" && *output != "table" {
+		fmt.Fprintf(stderr, "simulate: -o must be jsonl or table, got %q\n", *output)
+		return 2
+	}
+	var data []byte
+	var err error
+	if *file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "simulate: %v\n", err)
+		return 1
+	}
+	s, err := scenario.Parse(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "simulate: %s: %v\n", *file, err)
+		return 1
+	}
+	results, err := scenario.Replay(ctx, s)
+	if err != nil {
+		fmt.Fprintf(stderr, "simulate: %s: %v\n", *file, err)
+		return 1
+	}
+	if *output == "table" {
+		err = scenario.WriteTable(stdout, results)
+	} else {
+		enc := json.NewEncoder(stdout)
+		for i := range results {
+			if err = enc.Encode(&results[i]); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "simulate: %v\n", err)
+		return 1
+	}
+	return 0
+}
