@@ -29,7 +29,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseScenario -fuzztime 3m ./autoscaler/scenario
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 3m ./autoscaler/scenario
 
 demo:
 	@echo "make demo is not built yet (issue #6): it will bring up the local stack and autoscale a queue end to end."; exit 1

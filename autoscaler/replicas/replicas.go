@@ -67,6 +67,7 @@ type Calculator struct {
 	PodLevelResources bool
 
 	states   []podState
+	values   []int64 // each pod's sample, valid where it has one
 	requests []int64
 }
 
@@ -81,44 +82,58 @@ type grouping struct {
 }
 
 func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.ResourceName) grouping {
-	if cap(c.states) < len(c.Pods) {
-		c.states = make([]podState, len(c.Pods))
+	n := len(c.Pods)
+	if cap(c.states) < n {
+		c.states = make([]podState, n)
+		c.values = make([]int64, n)
 	}
-	c.states = c.states[:len(c.Pods)]
-	g := grouping{entries: len(info)}
-	for _, v := range info {
-		g.keptSum += v.Value
-	}
+	c.states, c.values = c.states[:n], c.values[:n]
+	var g grouping
+	found := 0
 	for i, pod := range c.Pods {
-		st := c.classify(pod, info, resource)
-		c.states[i] = st
+		sample, ok := info[pod.Name]
+		if ok {
+			found++
+		}
+		st := c.classify(pod, sample, ok, resource)
+		c.states[i], c.values[i] = st, sample.Value
 		switch st {
 		case podReady:
 			g.ready++
-			continue
+			g.keptSum += sample.Value
 		case podMissing:
 			g.missing++
-			continue
 		case podUnready:
 			g.unready++
 		}
-		// Ignored and unready pods' samples are dropped.
-		if m, ok := info[pod.Name]; ok {
-			g.entries--
-			g.keptSum -= m.Value
+	}
+	g.entries = g.ready
+	if found != len(info) {
+		// Samples of pods the selector does not know stay in the average:
+		// what is kept is every sample less those of pods set aside.
+		g.entries += len(info) - found
+		g.keptSum = 0
+		for _, v := range info {
+			g.keptSum += v.Value
+		}
+		for i, pod := range c.Pods {
+			if st := c.states[i]; st == podIgnored || st == podUnready {
+				if m, ok := info[pod.Name]; ok {
+					g.keptSum -= m.Value
+				}
+			}
 		}
 	}
 	return g
 }
 
-func (c *Calculator) classify(pod *corev1.Pod, info metricsource.PodMetricsInfo, resource corev1.ResourceName) podState {
+func (c *Calculator) classify(pod *corev1.Pod, sample metricsource.PodMetric, found bool, resource corev1.ResourceName) podState {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed {
 		return podIgnored
 	}
 	if pod.Status.Phase == corev1.PodPending {
 		return podUnready
 	}
-	sample, found := info[pod.Name]
 	if !found {
 		return podMissing
 	}
@@ -181,9 +196,9 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 	}
 
 	var usage, requested int64
-	for i, pod := range c.Pods {
+	for i := range c.Pods {
 		if c.states[i] == podReady {
-			usage += info[pod.Name].Value
+			usage += c.values[i]
 			requested += c.requests[i]
 		}
 	}

@@ -1,0 +1,98 @@
+package scenario
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func readExample(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/examples/" + name + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestParseErrorsNameTheField checks that a malformed scenario is refused
+// with the path of the offending field.
+func TestParseErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	base := readExample(t, "01-cpu-utilization-scale-up")
+	cases := []struct {
+		name, old, new, wantPath string
+	}{
+		{"bad time", `startTime: "2026-01-01T00:00:10Z"`, `startTime: "soon"`, "steps[1].pods[3].status.startTime: "},
+		{"bad duration", "at: 2m", "at: 2 minutes", "steps[1].at: "},
+		{"steps out of order", "at: 2m", "at: 0s", "steps[1].at: must be later"},
+		{"bad quantity", "cpu: 300m}", "cpu: plenty}", "steps[1].podMetrics[0].containers.app.cpu: "},
+		{"unknown field", "phase: Running", "phaze: Running", "steps[0].pods[0].status.phaze: unknown field"},
+		{"wrong type", "maxReplicas: 10", "maxReplicas: ten", "autoscaler.spec.maxReplicas: want an integer"},
+		{"int overflow", "maxReplicas: 10", "maxReplicas: 99999999999", "autoscaler.spec.maxReplicas: want an integer that fits in 32 bits"},
+		{"no scale at start", "  scale: {replicas: 3, selector: \"app=web\"}\n", "", "steps[0].scale: required"},
+		{"no start", `start: "2026-01-01T00:00:00Z"`, "", "start: required"},
+		{"bad failure api", "  podMetrics:\n  - {pod: web-a, containers: {app: {cpu: 400m}}}", "  failures: [{api: prometheus}]\n  podMetrics:\n  - {pod: web-a, containers: {app: {cpu: 400m}}}", "steps[0].failures[0].api: must be one of"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if !strings.Contains(base, tc.old) {
+				t.Fatalf("fixture lacks %q", tc.old)
+			}
+			_, err := Parse([]byte(strings.Replace(base, tc.old, tc.new, 1)))
+			if err == nil || !strings.Contains(err.Error(), tc.wantPath) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantPath)
+			}
+		})
+	}
+}
+
+// TestCarryOver checks the step rules: an omitted scale takes what the
+// previous step wrote, an omitted list is kept, an empty list replaces.
+func TestCarryOver(t *testing.T) {
+	t.Parallel()
+	s, err := Parse([]byte(readExample(t, "16-scale-to-zero")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Replay(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5m30s omits everything: the 3 pods and the empty queue carry over
+	// and the scale is the 3 replicas of step 0 → 0.
+	if got[1].Status.CurrentReplicas != 3 || got[1].Replicas != 0 {
+		t.Errorf("step 1: current %d → %d, want 3 → 0", got[1].Status.CurrentReplicas, got[1].Replicas)
+	}
+	// 7m: the scale is the 0 written at 5m30s.
+	if got[2].Status.CurrentReplicas != 0 || got[2].Replicas != 3 {
+		t.Errorf("step 2: current %d → %d, want 0 → 3", got[2].Status.CurrentReplicas, got[2].Replicas)
+	}
+}
+
+// FuzzParse feeds arbitrary documents to the parser and replays what it
+// accepts: neither may panic, and an accepted scenario replays in full.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"01-cpu-utilization-scale-up", "05-external-averagevalue-queue", "11-behavior-scale-up-policies", "16-scale-to-zero"} {
+		f.Add([]byte(readExample(f, name)))
+	}
+	f.Add([]byte(`{"start":"2026-01-01T00:00:00Z","autoscaler":{"metadata":{"name":"x"},"spec":{"maxReplicas":3}},"steps":[{"at":"0s","scale":{"replicas":1},"pods":[]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		res, err := Replay(context.Background(), s)
+		if err != nil {
+			t.Fatalf("accepted scenario failed to replay: %v", err)
+		}
+		if len(res) != len(s.Steps) {
+			t.Fatalf("%d results for %d steps", len(res), len(s.Steps))
+		}
+	})
+}

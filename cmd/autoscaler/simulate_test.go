@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestSimulate(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile("../../autoscaler/scenario/testdata/examples/01-cpu-utilization-scale-up.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantCode   int
+		wantOut    string
+		wantNoOut  bool
+		wantStderr string
+	}{
+		{name: "jsonl from stdin", args: []string{"-f", "-"}, stdin: string(example), wantOut: `{"at":"0s","replicas":5,"rescaled":true,"error":""`},
+		{name: "table", args: []string{"-f", "-", "-o", "table"}, stdin: string(example), wantOut: "3 → 5"},
+		{name: "malformed prints nothing on stdout", args: []string{"-f", "-"}, stdin: strings.Replace(string(example), "at: 2m", "at: later", 1),
+			wantCode: 1, wantNoOut: true, wantStderr: "steps[1].at"},
+		{name: "missing file flag", args: nil, wantCode: 2, wantNoOut: true, wantStderr: "-f is required"},
+		{name: "bad output", args: []string{"-f", "-", "-o", "xml"}, wantCode: 2, wantNoOut: true, wantStderr: "-o must be"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			code := simulate(context.Background(), tc.args, strings.NewReader(tc.stdin), &out, &errOut)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, tc.wantCode, errOut.String())
+			}
+			if tc.wantNoOut && out.Len() != 0 {
+				t.Errorf("stdout %q, want nothing", out.String())
+			}
+			if !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("stdout %q, want it to contain %q", out.String(), tc.wantOut)
+			}
+			if !strings.Contains(errOut.String(), tc.wantStderr) {
+				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tc.wantStderr)
+			}
+		})
+	}
+}
