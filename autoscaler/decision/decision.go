@@ -286,6 +286,25 @@ func (p *Plan) Finish(writeErr error) Result {
 		}
 		p.done = true
 	}
+	return p.complete(res)
+}
+
+// FinishDryRun completes a reconcile whose rescale is reported but not
+// written: the status shows the count it would scale to, lastScaleTime and
+// the scale-event history stay as they were.
+func (p *Plan) FinishDryRun() Result {
+	if p.done || !p.Rescale {
+		return p.Finish(nil)
+	}
+	msg := fmt.Sprintf("dry run: the target would be scaled from %d to %d", p.CurrentReplicas, p.DesiredReplicas)
+	p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, "DryRun", msg)
+	p.event(corev1.EventTypeNormal, "DryRunRescale", fmt.Sprintf("New size: %d (dry run, not written); reason: %s", p.DesiredReplicas, p.Reason))
+	p.setStatus(p.CurrentReplicas, p.DesiredReplicas, false)
+	p.done = true
+	return p.complete(Result{Replicas: p.CurrentReplicas, Reason: p.Reason, Err: p.err, Metrics: p.Metrics})
+}
+
+func (p *Plan) complete(res Result) Result {
 	res.Status = p.hpa.Status
 	res.StatusChanged = !apiequality.Semantic.DeepEqual(p.original, &p.hpa.Status)
 	res.History = p.history

@@ -263,3 +263,27 @@ func (c *cachedSource) ResourceMetric(context.Context, corev1.ResourceName, stri
 func (c *cachedSource) PodsMetric(context.Context, string, string, labels.Selector, labels.Selector) (metricsource.PodMetricsInfo, time.Time, error) {
 	return c.pm, now, nil
 }
+
+func TestDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	pods := makePods(4)
+	b := &autoscalingv2.HorizontalPodAutoscalerBehavior{}
+	h := hpa(nil, 10, cpuMetric(50))
+	h.Spec.Behavior = b
+	in := Input{Autoscaler: h, Scale: Scale{4, 4, "app=web"}, Pods: pods, Metrics: &source{cpu: 1000, pods: pods}, Settings: DefaultSettings(), Now: now}
+	p := Decide(context.Background(), in)
+	if !p.Rescale || p.DesiredReplicas != 8 {
+		t.Fatalf("plan rescale %v to %d, want a rescale to 8", p.Rescale, p.DesiredReplicas)
+	}
+	res := p.FinishDryRun()
+	if res.Rescaled || res.Replicas != 4 || res.Status.DesiredReplicas != 8 || res.Status.LastScaleTime != nil {
+		t.Errorf("dry run: rescaled %v replicas %d desired %d lastScaleTime %v; want no write, 4, 8, nil",
+			res.Rescaled, res.Replicas, res.Status.DesiredReplicas, res.Status.LastScaleTime)
+	}
+	if len(res.History.ScaleUpEvents) != 0 {
+		t.Errorf("dry run recorded a scale event: %+v", res.History.ScaleUpEvents)
+	}
+	if got := condition(res.Status, autoscalingv2.AbleToScale); got != "True/DryRun" {
+		t.Errorf("AbleToScale %s, want True/DryRun", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
@@ -108,10 +109,15 @@ func FromCustomMetrics(items []custommetricsv1beta2.MetricValue) (PodMetricsInfo
 	return res, items[0].Timestamp.Time, nil
 }
 
-// ExternalValues returns the milli-values of an external.metrics.k8s.io answer.
-func ExternalValues(values []int64, firstTimestamp time.Time) ([]int64, time.Time, error) {
-	if len(values) == 0 {
+// FromExternalMetrics returns the milli-values of an
+// external.metrics.k8s.io answer; the HPA sums them.
+func FromExternalMetrics(items []externalmetricsv1beta1.ExternalMetricValue) ([]int64, time.Time, error) {
+	if len(items) == 0 {
 		return nil, time.Time{}, errNoExternalMetrics
 	}
-	return values, firstTimestamp, nil
+	values := make([]int64, len(items))
+	for i := range items {
+		values[i] = items[i].Value.MilliValue()
+	}
+	return values, items[0].Timestamp.Time, nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
@@ -184,17 +185,15 @@ func (w *world) ExternalMetric(_ context.Context, metricName, _ string, selector
 		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from external metrics API: %w", errUnavailable)
 	}
 	sel := overTheWire(selector)
-	var values []int64
-	var first time.Time
+	var items []externalmetricsv1beta1.ExternalMetricValue
 	for i := range w.external {
 		m := &w.external[i]
 		if m.Metric != metricName || !sel.Matches(labels.Set(m.Labels)) {
 			continue
 		}
-		if values == nil {
-			first = w.at(m.Timestamp).Time
-		}
-		values = append(values, m.Value.MilliValue())
+		items = append(items, externalmetricsv1beta1.ExternalMetricValue{
+			MetricName: m.Metric, MetricLabels: m.Labels, Timestamp: w.at(m.Timestamp), Value: m.Value,
+		})
 	}
-	return metricsource.ExternalValues(values, first)
+	return metricsource.FromExternalMetrics(items)
 }

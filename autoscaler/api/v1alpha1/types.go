@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is the API's group and version.
+var GroupVersion = schema.GroupVersion{Group: "autoscaling.metricscale.dev", Version: "v1alpha1"}
+
+// Resource is the plural resource name.
+const Resource = "metricautoscalers"
+
+// GroupVersionResource names MetricAutoscalers for dynamic clients.
+var GroupVersionResource = GroupVersion.WithResource(Resource)
+
+// MetricAutoscaler scales a workload through its /scale subresource on the
+// metrics APIs, with the decisions of the Kubernetes HPA controller.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mas,categories=all
+// +kubebuilder:printcolumn:name="Reference",type=string,JSONPath=`.status.reference`
+// +kubebuilder:printcolumn:name="Targets",type=string,JSONPath=`.status.targets`
+// +kubebuilder:printcolumn:name="MinPods",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="MaxPods",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MetricAutoscaler struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MetricAutoscalerSpec   `json:"spec"`
+	Status MetricAutoscalerStatus `json:"status,omitempty"`
+}
+
+// MetricAutoscalerSpec is an autoscaling/v2 HorizontalPodAutoscalerSpec,
+// field for field, plus what the controller adds.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas > 0 || (has(self.metrics) && self.metrics.exists(m, m.type == 'Object' || m.type == 'External'))",message="minReplicas 0 needs at least one Object or External metric"
+type MetricAutoscalerSpec struct {
+	// ScaleTargetRef points to the target resource to scale.
+	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
+	// MinReplicas is the lower limit; 0 is allowed when at least one
+	// Object or External metric is set (scale to zero).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas is the upper limit.
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+	// Metrics are the specifications to compute the desired count from;
+	// the largest proposal wins. Empty means cpu at 80% utilization.
+	// +listType=atomic
+	// +optional
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+	// Behavior configures scaling in both directions, as in an HPA.
+	// +optional
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+
+	// SyncPeriod is how often this autoscaler is reconciled.
+	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="syncPeriod must be at least 1s"
+	// +optional
+	SyncPeriod *metav1.Duration `json:"syncPeriod,omitempty"`
+	// Paused stops reconciling: nothing is written, status included.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// DryRun computes and reports decisions in status and events but
+	// never writes the target's scale.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// MetricAutoscalerStatus is an autoscaling/v2 HorizontalPodAutoscalerStatus
+// plus each metric's proposal and the history the decisions rest on.
+type MetricAutoscalerStatus struct {
+	// ObservedGeneration is the spec generation last reconciled.
+	// +optional
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// LastScaleTime is when the target was last rescaled.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// CurrentReplicas is the target's size when last seen.
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas,omitempty"`
+	// DesiredReplicas is the size last computed.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// CurrentMetrics are the metrics' values when last read.
+	// +listType=atomic
+	// +optional
+	CurrentMetrics []autoscalingv2.MetricStatus `json:"currentMetrics,omitempty"`
+	// Conditions are AbleToScale, ScalingActive, ScalingLimited and
+	// ScaledToZero, as an HPA's.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []autoscalingv2.HorizontalPodAutoscalerCondition `json:"conditions,omitempty"`
+
+	// Reference is the target as Kind/Name, for printing.
+	// +optional
+	Reference string `json:"reference,omitempty"`
+	// Targets renders current/target per metric, as `kubectl get hpa`.
+	// +optional
+	Targets string `json:"targets,omitempty"`
+	// MetricProposals has, per spec metric, the replica count it proposed
+	// (-1 when it could not be computed).
+	// +listType=atomic
+	// +optional
+	MetricProposals []int32 `json:"metricProposals,omitempty"`
+	// History is what stabilization and policies remember, kept here so
+	// that a restarted controller decides as if it never stopped.
+	// +optional
+	History *History `json:"history,omitempty"`
+}
+
+// History is the bounded memory of an autoscaler: recommendations within
+// the longest stabilization window and scale events within the longest
+// policy period.
+type History struct {
+	// +listType=atomic
+	// +optional
+	Recommendations []Recommendation `json:"recommendations,omitempty"`
+	// +listType=atomic
+	// +optional
+	ScaleUpEvents []ScaleEvent `json:"scaleUpEvents,omitempty"`
+	// +listType=atomic
+	// +optional
+	ScaleDownEvents []ScaleEvent `json:"scaleDownEvents,omitempty"`
+}
+
+// Recommendation is a past unstabilized proposal.
+type Recommendation struct {
+	Replicas int32 `json:"replicas"`
+	// Time is when it was made, to the microsecond.
+	Time metav1.MicroTime `json:"time"`
+}
+
+// ScaleEvent is a past rescale by Change replicas.
+type ScaleEvent struct {
+	Change int32            `json:"change"`
+	Time   metav1.MicroTime `json:"time"`
+	// +optional
+	Outdated bool `json:"outdated,omitempty"`
+}
+
+// MetricAutoscalerList is a list of MetricAutoscalers.
+//
+// +kubebuilder:object:root=true
+type MetricAutoscalerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MetricAutoscaler `json:"items"`
+}
+
+// AddToScheme registers the types.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &MetricAutoscaler{}, &MetricAutoscalerList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -1,0 +1,430 @@
+// Package controller reconciles MetricAutoscalers (and, optionally, native
+// autoscaling/v2 HorizontalPodAutoscalers) with the decision core: it reads
+// the target's scale, the pods from a shared informer and the metrics APIs,
+// writes the scale and the status, and requeues each object at its own
+// sync period.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/behavior"
+	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/metricsource"
+)
+
+const (
+	kindMA  = "MetricAutoscaler"
+	kindHPA = "HorizontalPodAutoscaler"
+)
+
+// Config holds the controller's settings.
+type Config struct {
+	Settings decision.Settings
+	Workers  int
+	// HPASyncPeriod is the period of native HPAs (MetricAutoscalers have
+	// their own).
+	HPASyncPeriod time.Duration
+	// HistorySyncInterval bounds how stale the history kept in a status
+	// may get when nothing else in the status changes.
+	HistorySyncInterval time.Duration
+}
+
+// Clients are what the controller talks to.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Scales  scale.ScalesGetter
+	Mapper  apimeta.RESTMapper
+	Metrics metricsource.Source
+}
+
+// Informers are the shared informers the controller reads from; HPAs is
+// nil unless native HPAs are reconciled too.
+type Informers struct {
+	MetricAutoscalers cache.SharedIndexInformer
+	Pods              cache.SharedIndexInformer
+	HPAs              cache.SharedIndexInformer
+}
+
+// memo is what the controller remembers of one object between reconciles.
+type memo struct {
+	uid          types.UID
+	history      behavior.History
+	historySaved time.Time
+}
+
+// Controller reconciles autoscalers.
+type Controller struct {
+	cfg      Config
+	clients  Clients
+	inf      Informers
+	pods     corelisters.PodLister
+	recorder record.EventRecorder
+	clock    clock.WithTicker
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu     sync.Mutex
+	memory map[string]*memo
+}
+
+// New wires a controller to its informers.
+func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecorder, clk clock.WithTicker) (*Controller, error) {
+	c := &Controller{
+		cfg: cfg, clients: clients, inf: inf, recorder: recorder, clock: clk,
+		pods:   corelisters.NewPodLister(inf.Pods.GetIndexer()),
+		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
+		memory: map[string]*memo{},
+	}
+	if _, err := inf.MetricAutoscalers.AddEventHandler(c.handler(kindMA)); err != nil {
+		return nil, err
+	}
+	if inf.HPAs != nil {
+		if _, err := inf.HPAs.AddEventHandler(c.handler(kindHPA)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// handler enqueues at once on create and on a spec change (a new
+// generation); status-only updates wait for the object's next period.
+func (c *Controller) handler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueue(kind, obj) },
+		UpdateFunc: func(old, cur any) {
+			o, err1 := apimeta.Accessor(old)
+			n, err2 := apimeta.Accessor(cur)
+			if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() {
+				c.enqueue(kind, cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			if err != nil {
+				return
+			}
+			k := kind + "/" + key
+			c.queue.Forget(k)
+			c.mu.Lock()
+			delete(c.memory, k)
+			c.mu.Unlock()
+		},
+	}
+}
+
+func (c *Controller) enqueue(kind string, obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(kind + "/" + key)
+}
+
+// Run processes the queue with the configured workers until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	synced := []cache.InformerSynced{c.inf.MetricAutoscalers.HasSynced, c.inf.Pods.HasSynced}
+	if c.inf.HPAs != nil {
+		synced = append(synced, c.inf.HPAs.HasSynced)
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
+		return errors.New("informer caches did not sync")
+	}
+	klog.FromContext(ctx).Info("Starting autoscaler workers", "workers", c.cfg.Workers)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.next(ctx) {
+	}
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	period, err := c.reconcile(ctx, key)
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Reconcile failed", "key", key)
+	}
+	if period > 0 {
+		c.queue.Forget(key)
+		// A key already waiting keeps the earlier of its two times, so a
+		// reconcile triggered by a spec change starts no second cadence.
+		c.queue.AddAfter(key, period)
+	}
+	return true
+}
+
+// reconcile handles one key and returns when to look at it again (0 when
+// the object is gone).
+func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	kind, nsName, _ := strings.Cut(key, "/")
+	ns, name, err := cache.SplitMetaNamespaceKey(nsName)
+	if err != nil {
+		return 0, err
+	}
+	start := c.clock.Now()
+	var action string
+	switch kind {
+	case kindMA:
+		var period time.Duration
+		period, action, err = c.reconcileMA(ctx, key, ns, name)
+		observeReconcile(kind, action, err, c.clock.Since(start))
+		return period, err
+	case kindHPA:
+		action, err = c.reconcileHPA(ctx, key, ns, name)
+		observeReconcile(kind, action, err, c.clock.Since(start))
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return c.cfg.HPASyncPeriod, err
+	}
+	return 0, fmt.Errorf("unknown key %q", key)
+}
+
+func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (time.Duration, string, error) {
+	obj, exists, err := c.inf.MetricAutoscalers.GetIndexer().GetByKey(ns + "/" + name)
+	if err != nil {
+		return 0, actionNone, err
+	}
+	if !exists {
+		return 0, actionNone, nil
+	}
+	ma := &v1alpha1.MetricAutoscaler{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, ma); err != nil {
+		return 0, actionNone, fmt.Errorf("decoding MetricAutoscaler %s/%s: %w", ns, name, err)
+	}
+	period := 15 * time.Second
+	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
+		period = ma.Spec.SyncPeriod.Duration
+	}
+	if ma.Spec.Paused {
+		return period, actionNone, nil
+	}
+	ma.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kindMA))
+	hist := c.recall(key, ma.UID, func() behavior.History { return historyFromStatus(ma.Status.History) })
+	hpa := asHPA(ma)
+	// Scale to zero is always on for MetricAutoscalers.
+	settings := c.cfg.Settings
+	settings.Gates.ScaleToZero = true
+	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun)
+	c.report(ma, res.Events)
+
+	now := c.clock.Now()
+	m := c.remember(key, ma.UID, res.History)
+	status := maStatus(ma, res, historyToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
+	sameVisible := apiequality.Semantic.DeepEqual(withoutHistory(ma.Status), withoutHistory(status))
+	sameHistory := apiequality.Semantic.DeepEqual(ma.Status.History, status.History)
+	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {
+		return period, action(res), res.Err
+	}
+	ma.Status = status
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	if err != nil {
+		return period, action(res), err
+	}
+	_, err = c.clients.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	if err != nil {
+		c.recorder.Event(ma, corev1.EventTypeWarning, "FailedUpdateStatus", err.Error())
+		return period, action(res), errors.Join(res.Err, fmt.Errorf("updating status of MetricAutoscaler %s/%s: %w", ns, name, err))
+	}
+	c.mu.Lock()
+	m.historySaved = now
+	c.mu.Unlock()
+	return period, action(res), res.Err
+}
+
+func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (string, error) {
+	obj, exists, err := c.inf.HPAs.GetIndexer().GetByKey(ns + "/" + name)
+	if err != nil {
+		return actionNone, err
+	}
+	if !exists {
+		return actionNone, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
+	}
+	hpa := obj.(*autoscalingv2.HorizontalPodAutoscaler).DeepCopy()
+	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
+	hist := c.recall(key, hpa.UID, func() behavior.History { return behavior.History{} })
+	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false)
+	c.report(hpa, res.Events)
+	c.remember(key, hpa.UID, res.History)
+	if !res.StatusChanged {
+		return action(res), res.Err
+	}
+	hpa.Status = res.Status
+	if _, err := c.clients.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).UpdateStatus(ctx, hpa, metav1.UpdateOptions{}); err != nil {
+		c.recorder.Event(hpa, corev1.EventTypeWarning, "FailedUpdateStatus", err.Error())
+		return action(res), errors.Join(res.Err, fmt.Errorf("updating status of HorizontalPodAutoscaler %s/%s: %w", ns, name, err))
+	}
+	return action(res), res.Err
+}
+
+func withoutHistory(s v1alpha1.MetricAutoscalerStatus) v1alpha1.MetricAutoscalerStatus {
+	s.History = nil
+	return s
+}
+
+// recall returns the history of key, restoring it with load after a
+// restart or when the object was recreated under the same name.
+func (c *Controller) recall(key string, uid types.UID, load func() behavior.History) behavior.History {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.memory[key]; ok && m.uid == uid {
+		return m.history
+	}
+	return load()
+}
+
+func (c *Controller) remember(key string, uid types.UID, h behavior.History) *memo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.memory[key]
+	if !ok || m.uid != uid {
+		m = &memo{uid: uid}
+		c.memory[key] = m
+	}
+	m.history = h
+	return m
+}
+
+// decide runs one reconcile of the core around the scale read and write.
+func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool) decision.Result {
+	sc, gr, scaleErr := c.getScale(ctx, hpa)
+	in := decision.Input{
+		Autoscaler: hpa,
+		ScaleErr:   scaleErr,
+		Pods:       podLister{c.pods.Pods(hpa.Namespace)},
+		Metrics:    c.clients.Metrics,
+		History:    hist,
+		Settings:   settings,
+		Now:        c.clock.Now(),
+	}
+	if sc != nil {
+		in.Scale = decision.Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector}
+	}
+	plan := decision.Decide(ctx, in)
+	switch {
+	case !plan.Rescale:
+		return plan.Finish(nil)
+	case dryRun:
+		return plan.FinishDryRun()
+	}
+	return plan.Finish(c.updateScale(ctx, hpa, gr, sc, plan.DesiredReplicas))
+}
+
+// getScale reads the target's /scale, trying each REST mapping of its kind.
+func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) (*autoscalingv1.Scale, schema.GroupResource, error) {
+	ref := hpa.Spec.ScaleTargetRef
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, schema.GroupResource{}, err
+	}
+	mappings, err := c.clients.Mapper.RESTMappings(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+	if err != nil {
+		if r, ok := c.clients.Mapper.(apimeta.ResettableRESTMapper); ok {
+			r.Reset() // a CRD installed since the last discovery
+		}
+		return nil, schema.GroupResource{}, fmt.Errorf("unable to determine resource for scale target reference: %w", err)
+	}
+	var firstErr error
+	for _, m := range mappings {
+		gr := m.Resource.GroupResource()
+		sc, err := c.clients.Scales.Scales(hpa.Namespace).Get(ctx, gr, ref.Name, metav1.GetOptions{})
+		if err == nil {
+			return sc, gr, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = errors.New("unrecognized resource")
+	}
+	return nil, schema.GroupResource{}, fmt.Errorf("failed to query scale subresource for %s/%s/%s: %w", ref.Kind, hpa.Namespace, ref.Name, firstErr)
+}
+
+// updateScale writes the new size, rereading the scale on conflicts.
+func (c *Controller) updateScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, gr schema.GroupResource, sc *autoscalingv1.Scale, replicas int32) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc.Spec.Replicas = replicas
+		_, err := c.clients.Scales.Scales(hpa.Namespace).Update(ctx, gr, sc, metav1.UpdateOptions{})
+		if err == nil {
+			return nil
+		}
+		if latest, getErr := c.clients.Scales.Scales(hpa.Namespace).Get(ctx, gr, sc.Name, metav1.GetOptions{}); getErr == nil {
+			sc = latest
+		}
+		return err
+	})
+}
+
+func (c *Controller) report(obj runtime.Object, events []decision.Event) {
+	for _, e := range events {
+		c.recorder.Event(obj, e.Type, e.Reason, e.Message)
+	}
+}
+
+type podLister struct {
+	l corelisters.PodNamespaceLister
+}
+
+func (p podLister) List(sel labels.Selector) ([]*corev1.Pod, error) { return p.l.List(sel) }
+
+const (
+	actionNone      = "none"
+	actionScaleUp   = "scale_up"
+	actionScaleDown = "scale_down"
+)
+
+func action(res decision.Result) string {
+	switch {
+	case !res.Rescaled:
+		return actionNone
+	case res.Replicas > res.Status.CurrentReplicas:
+		return actionScaleUp
+	}
+	return actionScaleDown
+}

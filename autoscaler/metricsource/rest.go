@@ -1,0 +1,71 @@
+package metricsource
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
+	customclient "k8s.io/metrics/pkg/client/custom_metrics"
+	externalclient "k8s.io/metrics/pkg/client/external_metrics"
+)
+
+// REST reads the three metrics APIs through the API server's aggregation
+// layer, as the HPA controller does.
+type REST struct {
+	Resource resourceclient.PodMetricsesGetter
+	Custom   customclient.CustomMetricsClient
+	External externalclient.ExternalMetricsClient
+}
+
+var _ Source = (*REST)(nil)
+
+// ResourceMetric implements Source.
+func (r *REST) ResourceMetric(ctx context.Context, resource corev1.ResourceName, namespace string, selector labels.Selector, container string) (PodMetricsInfo, time.Time, error) {
+	list, err := r.Resource.PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from resource metrics API: %w", err)
+	}
+	return FromPodMetrics(list.Items, resource, container)
+}
+
+// PodsMetric implements Source.
+func (r *REST) PodsMetric(_ context.Context, metricName, namespace string, selector, metricSelector labels.Selector) (PodMetricsInfo, time.Time, error) {
+	list, err := r.Custom.NamespacedMetrics(namespace).GetForObjects(schema.GroupKind{Kind: "Pod"}, selector, metricName, metricSelector)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)
+	}
+	return FromCustomMetrics(list.Items)
+}
+
+// ObjectMetric implements Source. A core Namespace is always the
+// autoscaler's own: a reference cannot reach out of its namespace.
+func (r *REST) ObjectMetric(_ context.Context, metricName, namespace string, ref *autoscalingv2.CrossVersionObjectReference, metricSelector labels.Selector) (int64, time.Time, error) {
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	var v *custommetricsv1beta2.MetricValue
+	var err error
+	if gvk.Kind == "Namespace" && gvk.Group == "" {
+		v, err = r.Custom.RootScopedMetrics().GetForObject(gvk.GroupKind(), namespace, metricName, metricSelector)
+	} else {
+		v, err = r.Custom.NamespacedMetrics(namespace).GetForObject(gvk.GroupKind(), ref.Name, metricName, metricSelector)
+	}
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)
+	}
+	return v.Value.MilliValue(), v.Timestamp.Time, nil
+}
+
+// ExternalMetric implements Source.
+func (r *REST) ExternalMetric(_ context.Context, metricName, namespace string, selector labels.Selector) ([]int64, time.Time, error) {
+	list, err := r.External.NamespacedMetrics(namespace).List(metricName, selector)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from external metrics API: %w", err)
+	}
+	return FromExternalMetrics(list.Items)
+}
