@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test unit e2e vet fmt-check bench fuzz demo
+.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate
 
 all: build
 
@@ -35,3 +35,10 @@ fuzz:
 
 demo:
 	@echo "make demo is not built yet (issue #6): it will bring up the local stack and autoscale a queue end to end."; exit 1
+
+CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+
+# Regenerates deep-copy code and the MetricAutoscaler CRD from the Go types.
+generate:
+	$(CONTROLLER_GEN) object paths=./autoscaler/api/...
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./autoscaler/api/... output:crd:stdout > manifests/autoscaler/crd.yaml
