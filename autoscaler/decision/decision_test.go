@@ -22,7 +22,7 @@ var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 type podList []*corev1.Pod
 
 func (l podList) List(sel labels.Selector) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
+	out := make([]*corev1.Pod, 0, len(l))
 	for _, p := range l {
 		if sel.Matches(labels.Set(p.Labels)) {
 			out = append(out, p)

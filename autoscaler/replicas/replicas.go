@@ -461,29 +461,28 @@ func podLevelRequest(pod *corev1.Pod, resource corev1.ResourceName) (int64, erro
 
 func containerRequests(pod *corev1.Pod, container string, resource corev1.ResourceName) (int64, error) {
 	var total int64
-	add := func(ctr *corev1.Container) (done bool, err error) {
-		if container == "" || container == ctr.Name {
-			q, ok := ctr.Resources.Requests[resource]
-			if !ok {
-				return false, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ctr.Name, pod.Name)
+	for i, n := 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers); i < n; i++ {
+		var ctr *corev1.Container
+		if i < len(pod.Spec.Containers) {
+			ctr = &pod.Spec.Containers[i]
+		} else {
+			ctr = &pod.Spec.InitContainers[i-len(pod.Spec.Containers)]
+			// Only restartable init containers (sidecars) run beside the app.
+			if ctr.RestartPolicy == nil || *ctr.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+				continue
 			}
-			total += q.MilliValue()
 		}
-		// Container names are unique within a pod.
-		return container == ctr.Name, nil
-	}
-	for i := range pod.Spec.Containers {
-		if done, err := add(&pod.Spec.Containers[i]); done || err != nil {
-			return total, err
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		ctr := &pod.Spec.InitContainers[i]
-		if ctr.RestartPolicy == nil || *ctr.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		if container != "" && container != ctr.Name {
 			continue
 		}
-		if done, err := add(ctr); done || err != nil {
-			return total, err
+		q, ok := ctr.Resources.Requests[resource]
+		if !ok {
+			return 0, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ctr.Name, pod.Name)
+		}
+		total += q.MilliValue()
+		if container != "" {
+			// Container names are unique within a pod.
+			return total, nil
 		}
 	}
 	if container != "" {
