@@ -30,6 +30,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
+	"github.com/metricscale/metricscale/autoscaler/metrictarget"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -241,10 +242,10 @@ func TestTargets(t *testing.T) {
 			Current: autoscalingv2.MetricValueStatus{AverageUtilization: &util}}},
 		{}, // could not be computed
 	}
-	if got, want := Targets(specs, statuses), "80%/50%, <unknown>/100"; got != want {
+	if got, want := metrictarget.Targets(specs, statuses), "80%/50%, <unknown>/100"; got != want {
 		t.Errorf("Targets = %q, want %q", got, want)
 	}
-	if got := Targets(nil, nil); got != "<none>" {
+	if got := metrictarget.Targets(nil, nil); got != "<none>" {
 		t.Errorf("Targets of nothing = %q, want <none>", got)
 	}
 }

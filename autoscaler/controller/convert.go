@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -12,6 +11,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/metrictarget"
 )
 
 // asHPA is the HorizontalPodAutoscaler the decision core sees for a
@@ -47,7 +47,7 @@ func maStatus(ma *v1alpha1.MetricAutoscaler, res decision.Result, hist *v1alpha1
 		CurrentMetrics:     res.Status.CurrentMetrics,
 		Conditions:         res.Status.Conditions,
 		Reference:          fmt.Sprintf("%s/%s", ma.Spec.ScaleTargetRef.Kind, ma.Spec.ScaleTargetRef.Name),
-		Targets:            Targets(ma.Spec.Metrics, res.Status.CurrentMetrics),
+		Targets:            metrictarget.Targets(ma.Spec.Metrics, res.Status.CurrentMetrics),
 		History:            hist,
 	}
 	if res.Metrics != nil {
@@ -132,74 +132,4 @@ func longestPeriod(r *autoscalingv2.HPAScalingRules) time.Duration {
 		}
 	}
 	return time.Duration(longest) * time.Second
-}
-
-// Targets renders current/target per metric as `kubectl get hpa` does:
-// `80%/50%`, `45/30 (avg)`, `<unknown>/100`.
-func Targets(specs []autoscalingv2.MetricSpec, statuses []autoscalingv2.MetricStatus) string {
-	if len(specs) == 0 {
-		return "<none>"
-	}
-	parts := make([]string, 0, len(specs))
-	for i, spec := range specs {
-		var st *autoscalingv2.MetricStatus
-		if i < len(statuses) {
-			st = &statuses[i]
-		}
-		parts = append(parts, target(spec, st))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func target(spec autoscalingv2.MetricSpec, st *autoscalingv2.MetricStatus) string {
-	var t autoscalingv2.MetricTarget
-	var cur *autoscalingv2.MetricValueStatus
-	switch {
-	case spec.Resource != nil:
-		t = spec.Resource.Target
-		if st != nil && st.Resource != nil {
-			cur = &st.Resource.Current
-		}
-	case spec.ContainerResource != nil:
-		t = spec.ContainerResource.Target
-		if st != nil && st.ContainerResource != nil {
-			cur = &st.ContainerResource.Current
-		}
-	case spec.Pods != nil:
-		t = spec.Pods.Target
-		if st != nil && st.Pods != nil {
-			cur = &st.Pods.Current
-		}
-	case spec.Object != nil:
-		t = spec.Object.Target
-		if st != nil && st.Object != nil {
-			cur = &st.Object.Current
-		}
-	case spec.External != nil:
-		t = spec.External.Target
-		if st != nil && st.External != nil {
-			cur = &st.External.Current
-		}
-	default:
-		return "<unknown>"
-	}
-	current := "<unknown>"
-	switch {
-	case t.AverageUtilization != nil && t.AverageValue == nil:
-		if cur != nil && cur.AverageUtilization != nil {
-			current = fmt.Sprintf("%d%%", *cur.AverageUtilization)
-		}
-		return fmt.Sprintf("%s/%d%%", current, *t.AverageUtilization)
-	case t.AverageValue != nil:
-		if cur != nil && cur.AverageValue != nil {
-			current = cur.AverageValue.String()
-		}
-		return fmt.Sprintf("%s/%s (avg)", current, t.AverageValue.String())
-	case t.Value != nil:
-		if cur != nil && cur.Value != nil {
-			current = cur.Value.String()
-		}
-		return fmt.Sprintf("%s/%s", current, t.Value.String())
-	}
-	return "<unknown>"
 }

@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/metricscale/metricscale/autoscaler/metrictarget"
 )
 
 // WriteTable prints one readable line per step: the time, the replica
@@ -67,70 +69,11 @@ func why(r StepResult) string {
 	return strings.Join(parts, "; ")
 }
 
-// describeMetric renders a metric as `kubectl get hpa` does its targets.
+// describeMetric renders a metric as its name and current/target.
 func describeMetric(spec autoscalingv2.MetricSpec, cur *autoscalingv2.MetricStatus) string {
-	var name, current, target string
-	value := func(v *autoscalingv2.MetricValueStatus, avg bool) string {
-		if v == nil {
-			return "?"
-		}
-		switch {
-		case v.AverageUtilization != nil && !avg:
-			return fmt.Sprintf("%d%%", *v.AverageUtilization)
-		case v.AverageValue != nil:
-			return v.AverageValue.String()
-		case v.Value != nil:
-			return v.Value.String()
-		}
-		return "?"
+	p, ok := metrictarget.Of(spec, cur)
+	if !ok {
+		return p.Name + " ?"
 	}
-	targetOf := func(t autoscalingv2.MetricTarget) (string, bool) {
-		switch {
-		case t.AverageUtilization != nil && t.AverageValue == nil:
-			return fmt.Sprintf("%d%%", *t.AverageUtilization), false
-		case t.AverageValue != nil:
-			return t.AverageValue.String() + " (avg)", true
-		case t.Value != nil:
-			return t.Value.String(), false
-		}
-		return "?", false
-	}
-	var avg bool
-	var curVal *autoscalingv2.MetricValueStatus
-	switch {
-	case spec.Resource != nil:
-		name = string(spec.Resource.Name)
-		target, avg = targetOf(spec.Resource.Target)
-		if cur != nil && cur.Resource != nil {
-			curVal = &cur.Resource.Current
-		}
-	case spec.ContainerResource != nil:
-		name = fmt.Sprintf("%s/%s", spec.ContainerResource.Container, spec.ContainerResource.Name)
-		target, avg = targetOf(spec.ContainerResource.Target)
-		if cur != nil && cur.ContainerResource != nil {
-			curVal = &cur.ContainerResource.Current
-		}
-	case spec.Pods != nil:
-		name = spec.Pods.Metric.Name
-		target, avg = targetOf(spec.Pods.Target)
-		if cur != nil && cur.Pods != nil {
-			curVal = &cur.Pods.Current
-		}
-	case spec.Object != nil:
-		name = fmt.Sprintf("%s/%s %s", spec.Object.DescribedObject.Kind, spec.Object.DescribedObject.Name, spec.Object.Metric.Name)
-		target, avg = targetOf(spec.Object.Target)
-		if cur != nil && cur.Object != nil {
-			curVal = &cur.Object.Current
-		}
-	case spec.External != nil:
-		name = spec.External.Metric.Name
-		target, avg = targetOf(spec.External.Target)
-		if cur != nil && cur.External != nil {
-			curVal = &cur.External.Current
-		}
-	default:
-		return fmt.Sprintf("%s ?", spec.Type)
-	}
-	current = value(curVal, avg)
-	return fmt.Sprintf("%s %s/%s", name, current, target)
+	return p.Name + " " + p.String()
 }

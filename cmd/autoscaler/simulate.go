@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,8 +20,9 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "scenario file (YAML or JSON); - reads standard input")
 	output := fs.StringP("output", "o", "jsonl", "output format: jsonl or table")
+	plotFile := fs.String("plot", "", "also draw the timeline (replicas, each metric against its target) as SVG into this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table]")
+		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table] [--plot FILE.svg]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +56,16 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		fmt.Fprintf(stderr, "simulate: %s: %v\n", *file, err)
 		return 1
+	}
+	if *plotFile != "" {
+		var buf bytes.Buffer
+		if err := scenario.Chart(s.Autoscaler.Name+" — "+*file, results).WriteSVG(&buf); err == nil {
+			err = os.WriteFile(*plotFile, buf.Bytes(), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simulate: writing the plot: %v\n", err)
+			return 1
+		}
 	}
 	if *output == "table" {
 		err = scenario.WriteTable(stdout, results)

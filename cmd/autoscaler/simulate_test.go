@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +51,46 @@ func TestSimulate(t *testing.T) {
 				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tc.wantStderr)
 			}
 		})
+	}
+}
+
+func TestSimulatePlot(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "plot.svg")
+	var out, errOut bytes.Buffer
+	code := simulate(context.Background(), []string{"-f", "../../autoscaler/scenario/testdata/examples/11-behavior-scale-up-policies.yaml", "--plot", file}, nil, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A well-formed SVG document with a replicas line and one metric panel.
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var root string
+	paths := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+			}
+			if se.Name.Local == "path" {
+				paths++
+			}
+		}
+	}
+	if root != "svg" || paths != 4 {
+		t.Errorf("root <%s> with %d paths, want <svg> with 4 (replicas, desired, metric, target)", root, paths)
+	}
+	if !strings.Contains(string(data), "queue_messages_ready") {
+		t.Error("the metric panel is not titled with the metric's name")
 	}
 }
