@@ -8,12 +8,14 @@
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
 #   hack/cluster.sh kubectl [--dir DIR] ARGS   # kubectl against the cluster
 #   hack/cluster.sh build                      # only build (or check) the cached binaries
+#   hack/cluster.sh restart-autoscaler         # stop (if running) and start the autoscaler again
 #
 # `up` builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
 # and metrics-server once (Go modules under hack/cluster/build, cached in
 # ~/.cache/metricscale/<kubernetes version>/bin), then runs them on 127.0.0.1 with a
 # generated PKI, fake kwok nodes and metrics.k8s.io. Unless --kubernetes-only, it also
-# builds and runs the metricscale adapter from the working tree when cmd/adapter exists.
+# builds and runs the metricscale adapter and autoscaler from the working tree (the
+# autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller).
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
@@ -39,6 +41,7 @@ KWOK_PORT=10250
 METRICS_SERVER_PORT=4443
 ADAPTER_PORT=6444
 PUSH_PORT=6445
+AUTOSCALER_PORT=6446
 
 # Every component `up` may start, in start order.
 ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler)
@@ -233,6 +236,7 @@ health() {
     kwok) probe -insecure "https://127.0.0.1:$KWOK_PORT/healthz" ;;
     metrics-server) probe -insecure "https://127.0.0.1:$METRICS_SERVER_PORT/readyz" ;;
     metricscale-adapter) probe -insecure "https://127.0.0.1:$ADAPTER_PORT/healthz" ;;
+    metricscale-autoscaler) probe "http://127.0.0.1:$AUTOSCALER_PORT/readyz" ;;
     *) return 1 ;;
   esac
 }
@@ -246,6 +250,7 @@ port_of() {
     kwok) echo "$KWOK_PORT" ;;
     metrics-server) echo "$METRICS_SERVER_PORT" ;;
     metricscale-adapter) echo "$ADAPTER_PORT,$PUSH_PORT" ;;
+    metricscale-autoscaler) echo "$AUTOSCALER_PORT" ;;
     *) echo - ;;
   esac
 }
@@ -538,8 +543,12 @@ cmd_up() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 
-  local with_adapter=false
+  local with_adapter=false with_autoscaler=false
   if [[ $KUBERNETES_ONLY == false && -f $REPO_ROOT/cmd/adapter/main.go ]]; then with_adapter=true; fi
+  # The autoscaler reads the adapter's APIs: it runs when the adapter does.
+  if [[ $with_adapter == true && -f $REPO_ROOT/cmd/autoscaler/main.go && -f $REPO_ROOT/manifests/autoscaler/crd.yaml ]]; then
+    with_autoscaler=true
+  fi
 
   # ---- build
   phase_begin "build binaries (cache: $BIN)"
@@ -553,12 +562,20 @@ cmd_up() {
       die "building ./cmd/adapter failed (full log: $LOGS/adapter-build.log)"
     fi
   fi
+  if [[ $with_autoscaler == true ]]; then
+    log "    building metricscale-autoscaler from the working tree (./cmd/autoscaler)"
+    if ! (cd "$REPO_ROOT" && go build -o "$DIR/bin/metricscale-autoscaler" ./cmd/autoscaler) >"$LOGS/autoscaler-build.log" 2>&1; then
+      tail -n 30 "$LOGS/autoscaler-build.log" >&2
+      die "building ./cmd/autoscaler failed (full log: $LOGS/autoscaler-build.log)"
+    fi
+  fi
   phase_end build
 
   # ---- ports and PKI
   phase_begin "check ports, write PKI and kubeconfigs"
   local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT")
   [[ $with_adapter == true ]] && ports+=("$ADAPTER_PORT" "$PUSH_PORT")
+  [[ $with_autoscaler == true ]] && ports+=("$AUTOSCALER_PORT")
   check_ports "${ports[@]}"
   "$BIN/clusterutil" pki -dir "$PKI" || die "writing the PKI to $PKI failed"
   local server=https://127.0.0.1:$APISERVER_PORT c
@@ -573,6 +590,7 @@ cmd_up() {
 
   local components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server)
   [[ $with_adapter == true ]] && components+=(metricscale-adapter)
+  [[ $with_autoscaler == true ]] && components+=(metricscale-autoscaler)
   # The state is written before anything starts, so that `down` finds what a failed
   # or interrupted `up` left behind.
   write_state "${components[*]}"
@@ -681,15 +699,12 @@ cmd_up() {
     phase_end "metricscale-adapter"
   fi
 
-  # ---- the metricscale autoscaler controller
-  # HOOK(autoscaler): once cmd/autoscaler has a controller mode, start it here (not before:
-  # it needs the adapter's APIServices). Sketch:
-  #   if [[ $KUBERNETES_ONLY == false && $HPA_CONTROLLER == false ]] && <cmd/autoscaler has a controller mode>; then
-  #     go build -o "$DIR/bin/metricscale-autoscaler" ./cmd/autoscaler
-  #     start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" <controller flags> --kubeconfig=...
-  #     wait_healthy metricscale-autoscaler 60 healthy <its health probe>
-  #   fi
-  # and add metricscale-autoscaler to `components` above, to port_of and to health.
+  # ---- the metricscale autoscaler controller (after the adapter: it reads its APIs)
+  if [[ $with_autoscaler == true ]]; then
+    phase_begin "start metricscale-autoscaler (MetricAutoscaler CRD, leader election)"
+    start_autoscaler
+    phase_end "metricscale-autoscaler"
+  fi
 
   trap - EXIT
   log ""
@@ -701,6 +716,52 @@ cmd_up() {
   log "use it with:  eval \"\$(hack/cluster.sh env)\"   (KUBECONFIG=$KUBECONFIG_ADMIN)"
 }
 
+# serviceaccount_kubeconfig NS SA RBAC_FILE DIR — applies RBAC_FILE (relative to the repo) and
+# prints the path of a kubeconfig that acts as ServiceAccount NS/SA, so that the component runs
+# with exactly the permissions its manifests grant; without RBAC_FILE, the admin kubeconfig.
+serviceaccount_kubeconfig() {
+  local ns=$1 sa=$2 rbac=$3 dir=$4
+  if [[ ! -f $REPO_ROOT/$rbac ]]; then
+    log "    no $rbac: $sa runs with the admin kubeconfig" >&2
+    printf '%s' "$KUBECONFIG_ADMIN"
+    return
+  fi
+  log "    applying $rbac; $sa runs as ServiceAccount $ns/$sa" >&2
+  local applog=$LOGS/$sa-rbac.log
+  "${KC[@]}" apply -f "$REPO_ROOT/$rbac" >"$applog" 2>&1 || {
+    cat "$applog" >&2
+    die "applying $rbac failed"
+  }
+  "${KC[@]}" -n "$ns" get serviceaccount "$sa" >/dev/null 2>&1 ||
+    "${KC[@]}" -n "$ns" create serviceaccount "$sa" >/dev/null
+  (umask 077 && "${KC[@]}" -n "$ns" create token "$sa" --duration=24h >"$dir/token") ||
+    die "could not create a token for ServiceAccount $ns/$sa"
+  local kc=$DIR/kubeconfigs/$sa.kubeconfig
+  "$BIN/clusterutil" kubeconfig -out "$kc" -server "https://127.0.0.1:$APISERVER_PORT" \
+    -ca "$PKI/ca.crt" -token-file "$dir/token" -user "system:serviceaccount:$ns:$sa" >&2
+  printf '%s' "$kc"
+}
+
+start_autoscaler() {
+  local dir=$DIR/autoscaler
+  mkdir -p "$dir"
+  "${KC[@]}" apply --server-side -f "$REPO_ROOT/manifests/autoscaler/crd.yaml" >"$LOGS/autoscaler-crd.log" 2>&1 || {
+    cat "$LOGS/autoscaler-crd.log" >&2
+    die "applying manifests/autoscaler/crd.yaml failed"
+  }
+  "${KC[@]}" wait --for=condition=Established --timeout=30s crd/metricautoscalers.autoscaling.metricscale.dev >/dev/null ||
+    die "the MetricAutoscaler CRD did not become Established"
+  local kc
+  kc=$(serviceaccount_kubeconfig metricscale metricscale-autoscaler manifests/autoscaler/rbac.yaml "$dir")
+  local extra=()
+  # Without kube-controller-manager's HPA controller, ours reconciles the native HPAs too.
+  [[ $HPA_CONTROLLER == false ]] && extra+=(--hpa-objects --hpa-sync-period="$HPA_SYNC_PERIOD")
+  start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" \
+    --kubeconfig="$kc" --bind-address="127.0.0.1:$AUTOSCALER_PORT" \
+    --leader-elect=true --leader-elect-namespace=metricscale "${extra[@]}" -v=2
+  wait_healthy metricscale-autoscaler 60 healthy health metricscale-autoscaler
+}
+
 start_adapter() {
   local adapter_dir=$DIR/adapter
   mkdir -p "$adapter_dir"
@@ -709,23 +770,8 @@ start_adapter() {
   fi
   local ns=metricscale sa=metricscale-adapter
   printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$ns" | apply || die "creating namespace $ns failed"
-  local adapter_kubeconfig=$KUBECONFIG_ADMIN
-  if [[ -f $REPO_ROOT/manifests/adapter/rbac.yaml ]]; then
-    log "    applying manifests/adapter/rbac.yaml; the adapter runs as ServiceAccount $ns/$sa"
-    "${KC[@]}" apply -f "$REPO_ROOT/manifests/adapter/rbac.yaml" >"$LOGS/adapter-rbac.log" 2>&1 || {
-      cat "$LOGS/adapter-rbac.log" >&2
-      die "applying manifests/adapter/rbac.yaml failed"
-    }
-    "${KC[@]}" -n "$ns" get serviceaccount "$sa" >/dev/null 2>&1 ||
-      "${KC[@]}" -n "$ns" create serviceaccount "$sa" >/dev/null
-    (umask 077 && "${KC[@]}" -n "$ns" create token "$sa" --duration=24h >"$adapter_dir/token") ||
-      die "could not create a token for ServiceAccount $ns/$sa"
-    adapter_kubeconfig=$DIR/kubeconfigs/metricscale-adapter.kubeconfig
-    "$BIN/clusterutil" kubeconfig -out "$adapter_kubeconfig" -server "https://127.0.0.1:$APISERVER_PORT" \
-      -ca "$PKI/ca.crt" -token-file "$adapter_dir/token" -user "system:serviceaccount:$ns:$sa"
-  else
-    log "    no manifests/adapter/rbac.yaml: the adapter runs with the admin kubeconfig"
-  fi
+  local adapter_kubeconfig
+  adapter_kubeconfig=$(serviceaccount_kubeconfig "$ns" "$sa" manifests/adapter/rbac.yaml "$adapter_dir")
   start metricscale-adapter "$DIR/bin/metricscale-adapter" \
     --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 --cert-dir="$adapter_dir" \
     --kubeconfig="$adapter_kubeconfig" --authentication-kubeconfig="$adapter_kubeconfig" \
@@ -842,6 +888,20 @@ cmd_env() {
     echo "export METRICSCALE_PUSH_URL=$(sq "http://127.0.0.1:$PUSH_PORT/push")"
     echo "export METRICSCALE_PUSH_TOKEN=$(sq "$(cat "$DIR/push-token")")"
   fi
+  if alive metricscale-autoscaler; then
+    echo "export METRICSCALE_AUTOSCALER_METRICS=$(sq "http://127.0.0.1:$AUTOSCALER_PORT/metrics")"
+  fi
+}
+
+# restart-autoscaler: stops the autoscaler if it runs (e.g. an e2e test killed it) and
+# starts it again with the cluster's settings, as its Deployment would restart it.
+cmd_restart_autoscaler() {
+  load_state || die "no cluster state in $DIR; start it with: hack/cluster.sh up"
+  [[ $STATE_COMPONENTS == *metricscale-autoscaler* ]] || die "the cluster in $DIR runs no metricscale-autoscaler"
+  HPA_CONTROLLER=$STATE_HPA_CONTROLLER
+  HPA_SYNC_PERIOD=$STATE_HPA_SYNC_PERIOD
+  if alive metricscale-autoscaler; then stop metricscale-autoscaler; fi
+  start_autoscaler
 }
 
 cmd_kubectl() {
@@ -859,6 +919,7 @@ case $CMD in
   status) cmd_status ;;
   env) cmd_env ;;
   kubectl) cmd_kubectl ;;
+  restart-autoscaler) cmd_restart_autoscaler ;;
   build)
     UP_START=$(now_ms)
     phase_begin "build binaries (cache: $BIN)"
