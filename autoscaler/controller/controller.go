@@ -383,7 +383,8 @@ func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.Horizontal
 	if firstErr == nil {
 		firstErr = errors.New("unrecognized resource")
 	}
-	return nil, schema.GroupResource{}, fmt.Errorf("failed to query scale subresource for %s/%s/%s: %w", ref.Kind, hpa.Namespace, ref.Name, firstErr)
+	// The core names the target when it reports this.
+	return nil, schema.GroupResource{}, firstErr
 }
 
 // updateScale writes the new size, rereading the scale on conflicts.

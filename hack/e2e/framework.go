@@ -24,6 +24,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -85,9 +88,39 @@ type Cluster struct {
 
 	Config  *rest.Config
 	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
 	Metrics metricsclient.Interface
 
 	startedByUs bool
+}
+
+// Push posts series in the Prometheus text format to the adapter's push
+// endpoint.
+func (c *Cluster) Push(ctx context.Context, body string) error {
+	return c.PushAs(ctx, "text/plain; version=0.0.4", body)
+}
+
+// PushAs posts body with the given Content-Type to the push endpoint.
+func (c *Cluster) PushAs(ctx context.Context, contentType, body string) error {
+	if c.PushURL == "" {
+		return errors.New("push: the adapter does not run in this cluster")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.PushURL, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.PushToken)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("push: %d %s", resp.StatusCode, msg)
+	}
+	return nil
 }
 
 // SetupCluster returns a handle on the local cluster, starting it with
@@ -151,6 +184,9 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 		return nil, c.teardownAfter(err)
 	}
 	if c.Metrics, err = metricsclient.NewForConfig(c.Config); err != nil {
+		return nil, c.teardownAfter(err)
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
 		return nil, c.teardownAfter(err)
 	}
 	klog.InfoS("Local cluster ready", "dir", c.Dir, "kubeconfig", c.Kubeconfig,
