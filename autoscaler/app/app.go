@@ -71,7 +71,7 @@ func NewOptions() *Options {
 	d := decision.DefaultSettings()
 	host, _ := os.Hostname()
 	return &Options{
-		Workers: 5, HPASyncPeriod: 15 * time.Second, HistorySync: 30 * time.Second,
+		Workers: 5, HPASyncPeriod: 15 * time.Second, HistorySync: 5 * time.Minute,
 		BindAddress: ":8080", LeaderElect: true, LeaseNamespace: "metricscale", LeaseName: "metricscale-autoscaler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Identity:  host + "_" + fmt.Sprint(os.Getpid()),
@@ -86,7 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "autoscalers reconciled concurrently")
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
-	fs.DurationVar(&o.HistorySync, "history-sync-interval", o.HistorySync, "longest a MetricAutoscaler's saved history may lag when nothing else in its status changes")
+	fs.DurationVar(&o.HistorySync, "history-sync-interval", o.HistorySync, "how often a MetricAutoscaler's saved history is refreshed when nothing else in its status changes (a change of metrics or scale saves it at once)")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run only while holding the leader Lease")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader Lease")
