@@ -176,6 +176,21 @@ func TestAutoscalerParity(t *testing.T) {
 	ma.Spec.Behavior = behavior.DeepCopy()
 	createMA(t, ma)
 
+	// Both have reconciled the starting depth (1 replica) before it moves:
+	// ours acts on create, kube-controller-manager at its next sync.
+	Eventually(t, 4*period+30*time.Second, 200*time.Millisecond, "both autoscalers' first status", func(ctx context.Context) (bool, string, error) {
+		h, err := cluster.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "native", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		m, err := getMA(ctx, ns, "ours")
+		if err != nil {
+			return false, "", err
+		}
+		return len(h.Status.CurrentMetrics) > 0 && len(m.Status.CurrentMetrics) > 0,
+			fmt.Sprintf("HPA %s; MetricAutoscaler %s", conditionsOf(h.Status.Conditions), conditionsOf(m.Status.Conditions)), nil
+	})
+
 	var native, ours timeline
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -197,6 +212,7 @@ func TestAutoscalerParity(t *testing.T) {
 		}
 	}()
 
+	time.Sleep(time.Second) // a first sample of both at 1
 	// A queue filling and draining; each level is held for several periods.
 	hold := max(6*period, 30*time.Second)
 	for _, level := range []struct {
