@@ -457,8 +457,8 @@ spec:
     value: fake
     effect: NoSchedule
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+  allocatable: {cpu: "1000", memory: 4Ti, pods: "5000"}
+  capacity: {cpu: "1000", memory: 4Ti, pods: "5000"}
   nodeInfo:
     architecture: amd64
     operatingSystem: linux
@@ -642,12 +642,12 @@ cmd_up() {
     --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
     --flex-volume-plugin-dir="$DIR/kube-controller-manager/flexvolume" \
     --horizontal-pod-autoscaler-sync-period="$HPA_SYNC_PERIOD" \
-    --profiling=false --v=1
+    --kube-api-qps=100 --kube-api-burst=200 --profiling=false --v=1
   local ks=$DIR/kubeconfigs/kube-scheduler.kubeconfig
   start kube-scheduler "$BIN/kube-scheduler" \
     --kubeconfig="$ks" --authentication-kubeconfig="$ks" --authorization-kubeconfig="$ks" \
     --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --cert-dir="$DIR/kube-scheduler" \
-    --leader-elect=false --profiling=false --v=1
+    --leader-elect=false --kube-api-qps=100 --kube-api-burst=200 --profiling=false --v=1
   wait_healthy kube-controller-manager 60 healthy health kube-controller-manager
   wait_healthy kube-scheduler 60 healthy health kube-scheduler
   phase_end "kube-controller-manager, kube-scheduler"

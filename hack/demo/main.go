@@ -1,0 +1,475 @@
+// Command demo is `make demo`: a queue fills and drains on the local
+// cluster while metricscale scales its workers. It brings the stack up
+// (hack/cluster.sh up), deploys a worker Deployment and a MetricAutoscaler
+// on the External metric queue_messages_ready, runs a queue model that
+// pushes the queue's depth to the adapter every second and drains it at
+// ready replicas × a per-pod rate, then prints a summary and writes a
+// timeline plot. Everything it started is stopped at the end, also on
+// Ctrl-C, unless --keep.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/plot"
+)
+
+const (
+	namespace = "metricscale-demo"
+	name      = "workers"
+	perPod    = 30 // queue_messages_ready per worker the autoscaler aims at
+	drainRate = 10 // jobs a ready worker finishes per second
+)
+
+// phase is a stretch of the traffic pattern: arrivals per second move
+// linearly from From to To.
+type phase struct {
+	Name     string
+	Seconds  int
+	From, To float64
+}
+
+var (
+	pattern = []phase{
+		{"quiet", 30, 4, 4},
+		{"ramp", 45, 4, 60},
+		{"spike", 30, 150, 150},
+		{"quiet", 75, 4, 4},
+	}
+	fastPattern = []phase{
+		{"quiet", 5, 4, 4},
+		{"ramp", 10, 4, 60},
+		{"spike", 15, 150, 150},
+		{"quiet", 30, 4, 4},
+	}
+)
+
+// Summary is what the demo reports at the end.
+type Summary struct {
+	PeakDepth       int     `json:"peakDepth"`
+	PeakReplicas    int32   `json:"peakReplicas"`
+	FinalDepth      int     `json:"finalDepth"`
+	FinalReplicas   int32   `json:"finalReplicas"`
+	DrainSeconds    int     `json:"drainSeconds"` // from the end of the spike until the queue was empty
+	ReplicaSeconds  float64 `json:"replicaSeconds"`
+	Plot            string  `json:"plot"`
+	PNG             string  `json:"png,omitempty"`
+	DurationSeconds int     `json:"durationSeconds"`
+}
+
+func main() {
+	keep := flag.Bool("keep", false, "leave the stack and the demo running for kubectl exploration")
+	fast := flag.Bool("fast", false, "a shortened traffic pattern (for tests)")
+	out := flag.String("out", "_output", "folder for the timeline plot")
+	summaryFile := flag.String("summary-json", "", "also write the summary as JSON to this file")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code := 0
+	if err := run(ctx, *keep, *fast, *out, *summaryFile); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	script := filepath.Join(root, "hack", "cluster.sh")
+	startedCluster := false
+	if err := exec.Command("bash", script, "status").Run(); err != nil {
+		fmt.Println("==> bringing up the local stack (hack/cluster.sh up; the first run builds Kubernetes, ~10-25 min)")
+		cmd := exec.Command("bash", script, "up", "--hpa-sync-period", "5s")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("hack/cluster.sh up: %w", err)
+		}
+		startedCluster = true
+	}
+	env, err := clusterEnv(script)
+	if err != nil {
+		return err
+	}
+	if env["METRICSCALE_PUSH_URL"] == "" {
+		return errors.New("the local cluster runs without the metricscale adapter (started with --kubernetes-only?); restart it: hack/cluster.sh down && make demo")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	cleanup := func() {
+		if keep {
+			fmt.Printf("\n--keep: the demo runs on. Explore it with:\n  eval \"$(hack/cluster.sh env)\"\n  kubectl -n %s get mas,deploy,pods\n  kubectl -n %s describe mas %s\nStop everything with: hack/cluster.sh down\n", namespace, namespace, name)
+			return
+		}
+		fmt.Println("==> cleaning up")
+		// A fresh context: the run's may be cancelled by Ctrl-C.
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = kube.CoreV1().Namespaces().Delete(cctx, namespace, metav1.DeleteOptions{})
+		if startedCluster {
+			cmd := exec.Command("bash", script, "down")
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			_ = cmd.Run()
+		}
+	}
+	defer cleanup()
+
+	fmt.Printf("==> deploying %s/%s and its MetricAutoscaler (queue_messages_ready, %d per worker)\n", namespace, name, perPod)
+	if err := deploy(ctx, kube, dyn); err != nil {
+		return err
+	}
+	phases := pattern
+	if fast {
+		phases = fastPattern
+	}
+	tl, sum, err := model(ctx, kube, dyn, env, phases)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	sum.Plot, err = filepath.Abs(filepath.Join(outDir, "demo-timeline.svg"))
+	if err != nil {
+		return err
+	}
+	if err := writePlot(tl, sum.Plot); err != nil {
+		return err
+	}
+	if png := strings.TrimSuffix(sum.Plot, ".svg") + ".png"; toPNG(sum.Plot, png) == nil {
+		sum.PNG = png
+	}
+	fmt.Printf("\n==> summary\n  peak queue depth      %d\n  peak replicas         %d\n  time to drain         %ds after the spike\n  replica-seconds used  %.0f\n  timeline plot         %s\n",
+		sum.PeakDepth, sum.PeakReplicas, sum.DrainSeconds, sum.ReplicaSeconds, sum.Plot)
+	if sum.PNG != "" {
+		fmt.Printf("                        %s\n", sum.PNG)
+	}
+	if summaryFile != "" {
+		data, _ := json.MarshalIndent(sum, "", "  ")
+		if err := os.WriteFile(summaryFile, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
+	// Start from a clean namespace.
+	if err := kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err == nil {
+		for {
+			if _, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	one := int32(1)
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					// The local cluster's fake kwok nodes run these pods.
+					NodeSelector: map[string]string{"type": "kwok"},
+					Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}},
+					Containers:   []corev1.Container{{Name: "worker", Image: "metricscale/demo-worker"}},
+				},
+			},
+		},
+	}
+	if _, err := kube.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Deployment %s/%s: %w", namespace, name, err)
+	}
+	avg := resource.MustParse(fmt.Sprint(perPod))
+	window, downPods, period := int32(20), int32(2), int32(10)
+	ma := &v1alpha1.MetricAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MetricAutoscaler"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: v1alpha1.MetricAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			MinReplicas:    &one, MaxReplicas: 20, SyncPeriod: &metav1.Duration{Duration: time.Second},
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "demo"}}},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
+			}}},
+			// Scale down after 20s of lower recommendations, 2 workers per 10s:
+			// the plot shows the stabilization as a plateau after the spike.
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: &window,
+				Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: downPods, PeriodSeconds: period}},
+			}},
+		},
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	if err != nil {
+		return err
+	}
+	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace(namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating MetricAutoscaler %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// sample is one second of the timeline.
+type sample struct {
+	at               time.Duration
+	depth            int
+	ready, desired   int32
+	arrivals, served int
+}
+
+// model runs the queue: each second jobs arrive on the pattern, ready
+// workers drain drainRate each, and the depth is pushed to the adapter.
+func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase) ([]sample, Summary, error) {
+	var (
+		tl        []sample
+		sum       Summary
+		depth     float64
+		spikeEnd  = spikeEndOf(phases)
+		drainedAt = -1
+	)
+	total := 0
+	for _, p := range phases {
+		total += p.Seconds
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	fmt.Printf("%6s  %-6s %7s  %-13s  %s\n", "TIME", "PHASE", "DEPTH", "READY/DESIRED", "AUTOSCALER")
+	for sec := 0; ; sec++ {
+		ph, into := phaseAt(phases, sec)
+		arrivals := 0.0
+		if ph != nil {
+			arrivals = ph.From + (ph.To-ph.From)*float64(into)/float64(max(1, ph.Seconds-1))
+		} else if depth < 1 || sec > total+120 {
+			break // the pattern is over and the queue is empty (or gave up)
+		}
+		d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, sum, fmt.Errorf("reading Deployment %s/%s: %w", namespace, name, err)
+		}
+		ready := d.Status.ReadyReplicas
+		served := min(depth+arrivals, float64(ready)*drainRate)
+		depth = max(0, depth+arrivals-served)
+		if err := push(ctx, env, int(depth)); err != nil {
+			return nil, sum, err
+		}
+		reason := autoscalerReason(ctx, dyn)
+		s := sample{at: time.Since(start), depth: int(depth), ready: ready, desired: *d.Spec.Replicas, arrivals: int(arrivals), served: int(served)}
+		tl = append(tl, s)
+		sum.PeakDepth = max(sum.PeakDepth, s.depth)
+		sum.PeakReplicas = max(sum.PeakReplicas, s.desired)
+		sum.ReplicaSeconds += float64(ready)
+		if sec >= spikeEnd && drainedAt < 0 && depth < 1 {
+			drainedAt = sec
+		}
+		phaseName := "drain"
+		if ph != nil {
+			phaseName = ph.Name
+		}
+		fmt.Printf("%5ds  %-6s %7d  %5d/%-7d  %s\n", sec, phaseName, s.depth, ready, s.desired, reason)
+		select {
+		case <-ctx.Done():
+			return nil, sum, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	// A last look: after the queue emptied the workers scale back down.
+	sum.FinalDepth = int(depth)
+	if d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		sum.FinalReplicas = *d.Spec.Replicas
+	}
+	if drainedAt >= 0 {
+		sum.DrainSeconds = drainedAt - spikeEnd
+	}
+	sum.DurationSeconds = int(time.Since(start).Seconds())
+	return tl, sum, nil
+}
+
+func phaseAt(phases []phase, sec int) (*phase, int) {
+	for i := range phases {
+		if sec < phases[i].Seconds {
+			return &phases[i], sec
+		}
+		sec -= phases[i].Seconds
+	}
+	return nil, 0
+}
+
+// spikeEndOf is the second at which the last non-quiet phase ends.
+func spikeEndOf(phases []phase) int {
+	end, at := 0, 0
+	for _, p := range phases {
+		at += p.Seconds
+		if p.Name != "quiet" {
+			end = at
+		}
+	}
+	return end
+}
+
+func push(ctx context.Context, env map[string]string, depth int) error {
+	body := fmt.Sprintf("# TYPE queue_messages_ready gauge\nqueue_messages_ready{queue=\"demo\"} %d\n", depth)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env["METRICSCALE_PUSH_URL"], strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+env["METRICSCALE_PUSH_TOKEN"])
+	req.Header.Set("Content-Type", "text/plain; version=0.0.4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("pushing the queue depth: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("pushing the queue depth: %d %s", resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// autoscalerReason is the MetricAutoscaler's last word: its targets and
+// the conditions that explain its last decision.
+func autoscalerReason(ctx context.Context, dyn dynamic.Interface) string {
+	u, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "?"
+	}
+	ma := &v1alpha1.MetricAutoscaler{}
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma) != nil {
+		return "?"
+	}
+	parts := []string{ma.Status.Targets}
+	for _, c := range ma.Status.Conditions {
+		switch {
+		case c.Type == autoscalingv2.AbleToScale, c.Type == autoscalingv2.ScalingLimited && c.Status == corev1.ConditionTrue,
+			c.Type == autoscalingv2.ScalingActive && c.Status == corev1.ConditionFalse:
+			parts = append(parts, string(c.Type)+"="+c.Reason)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func writePlot(tl []sample, file string) error {
+	depth := plot.Series{Name: "queue depth"}
+	target := plot.Series{Name: "target (30 × ready)", Dashed: true, Step: true}
+	ready := plot.Series{Name: "ready", Step: true}
+	desired := plot.Series{Name: "desired", Step: true, Dashed: true}
+	for _, s := range tl {
+		depth.Points = append(depth.Points, plot.Point{At: s.at, Value: float64(s.depth)})
+		target.Points = append(target.Points, plot.Point{At: s.at, Value: float64(perPod * s.ready)})
+		ready.Points = append(ready.Points, plot.Point{At: s.at, Value: float64(s.ready)})
+		desired.Points = append(desired.Points, plot.Point{At: s.at, Value: float64(s.desired)})
+	}
+	c := plot.Chart{Title: "make demo — queue_messages_ready scaled by metricscale", Panels: []plot.Panel{
+		{Title: "Queue depth (messages)", Series: []plot.Series{depth, target}},
+		{Title: "Workers (replicas)", Series: []plot.Series{ready, desired}},
+	}}
+	var buf bytes.Buffer
+	if err := c.WriteSVG(&buf); err != nil {
+		return err
+	}
+	return os.WriteFile(file, buf.Bytes(), 0o644)
+}
+
+// toPNG converts with whichever converter the machine has.
+func toPNG(svg, png string) error {
+	for _, conv := range [][]string{{"rsvg-convert", svg, "-o", png}, {"convert", svg, png}} {
+		if _, err := exec.LookPath(conv[0]); err != nil {
+			continue
+		}
+		if err := exec.Command(conv[0], conv[1:]...).Run(); err == nil {
+			if st, err := os.Stat(png); err == nil && st.Size() > 0 {
+				return nil
+			}
+		}
+	}
+	return errors.New("no SVG converter")
+}
+
+func clusterEnv(script string) (map[string]string, error) {
+	out, err := exec.Command("bash", script, "env").Output()
+	if err != nil {
+		return nil, fmt.Errorf("hack/cluster.sh env: %w", err)
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "export ")
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			env[k] = strings.Trim(v, "'")
+		}
+	}
+	return env, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "cluster.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the demo from the metricscale checkout (no hack/cluster.sh found)")
+		}
+		dir = parent
+	}
+}
