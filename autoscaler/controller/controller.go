@@ -107,6 +107,11 @@ func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecord
 		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
 		memory: map[string]*memo{},
 	}
+	// The cache keeps typed objects without managedFields: an unstructured
+	// MetricAutoscaler costs many times the memory of a typed one.
+	if err := inf.MetricAutoscalers.SetTransform(typedMetricAutoscaler); err != nil {
+		return nil, fmt.Errorf("setting the MetricAutoscaler cache transform: %w", err)
+	}
 	if _, err := inf.MetricAutoscalers.AddEventHandler(c.handler(kindMA)); err != nil {
 		return nil, err
 	}
@@ -233,10 +238,11 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if !exists {
 		return 0, actionNone, nil
 	}
-	ma := &v1alpha1.MetricAutoscaler{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, ma); err != nil {
+	typed, err := typedMetricAutoscaler(obj)
+	if err != nil {
 		return 0, actionNone, fmt.Errorf("decoding MetricAutoscaler %s/%s: %w", ns, name, err)
 	}
+	ma := typed.(*v1alpha1.MetricAutoscaler).DeepCopy()
 	period := 15 * time.Second
 	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
 		period = ma.Spec.SyncPeriod.Duration
@@ -300,6 +306,21 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 		return action(res), errors.Join(res.Err, fmt.Errorf("updating status of HorizontalPodAutoscaler %s/%s: %w", ns, name, err))
 	}
 	return action(res), res.Err
+}
+
+// typedMetricAutoscaler turns a dynamic informer's object into a typed
+// MetricAutoscaler without managedFields; other objects pass through.
+func typedMetricAutoscaler(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	ma := &v1alpha1.MetricAutoscaler{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma); err != nil {
+		return nil, err
+	}
+	ma.ManagedFields = nil
+	return ma, nil
 }
 
 func withoutHistory(s v1alpha1.MetricAutoscalerStatus) v1alpha1.MetricAutoscalerStatus {
