@@ -1,0 +1,64 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
+)
+
+type genericConfig = genericapiserver.Config
+
+// healthPaths are the only paths an anonymous request may reach (kubelet
+// probes carry no credentials); they are also the default
+// --authorization-always-allow-paths.
+var healthPaths = []string{"/healthz", "/readyz", "/livez"}
+
+// restrictAnonymous wraps the delegated authenticator so that a request no
+// authenticator recognised is refused (401) everywhere but the health
+// paths, instead of reaching authorization as system:anonymous.
+func restrictAnonymous(inner authenticator.Request, allowed []string) authenticator.Request {
+	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		resp, ok, err := inner.AuthenticateRequest(req)
+		if ok && resp != nil && resp.User != nil && resp.User.GetName() == user.Anonymous && !pathAllowed(req.URL.Path, allowed) {
+			return nil, false, nil
+		}
+		return resp, ok, err
+	})
+}
+
+func pathAllowed(p string, allowed []string) bool {
+	for _, a := range allowed {
+		if p == a || strings.HasPrefix(p, a+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// validateSelectors answers 400, naming the selector, for a custom metrics
+// request whose metricLabelSelector does not parse: custom-metrics-apiserver
+// would answer 500. (A bad labelSelector is already a 400 upstream.)
+func validateSelectors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/apis/custom.metrics.k8s.io/") && strings.Contains(req.URL.RawQuery, "metricLabelSelector") {
+			for _, v := range req.URL.Query()["metricLabelSelector"] {
+				if _, err := labels.Parse(v); err != nil {
+					bad := apierrors.NewBadRequest("invalid metricLabelSelector " + quote(v) + ": " + err.Error())
+					responsewriters.ErrorNegotiated(bad, apiserver.Codecs, schema.GroupVersion{}, w, req)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+func quote(s string) string { return "\"" + strings.ReplaceAll(s, "\"", "\\\"") + "\"" }

@@ -1,0 +1,83 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/logs"
+	"k8s.io/klog/v2"
+
+	"github.com/metricscale/metricscale/adapter/config"
+)
+
+const usage = `metricscale adapter: serves custom.metrics.k8s.io and external.metrics.k8s.io
+from pluggable providers, fed by a push endpoint.
+
+Usage:
+  adapter [flags]                 serve
+  adapter check-config -f FILE    validate a config file without serving
+
+Flags:
+`
+
+// Main runs the adapter with the command-line arguments (without the
+// program name) and returns the exit code.
+func Main(args []string) int {
+	if len(args) > 0 && args[0] == "check-config" {
+		return checkConfig(args[1:], os.Stdout, os.Stderr)
+	}
+	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
+	o := NewOptions(fs)
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	logs.InitLogs()
+	defer logs.FlushLogs()
+
+	ctx := genericapiserver.SetupSignalContext()
+	if err := o.Run(ctx); err != nil {
+		klog.ErrorS(err, "Adapter failed")
+		return 1
+	}
+	return 0
+}
+
+// checkConfig implements "adapter check-config -f FILE".
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("check-config", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.StringP("file", "f", "", "config file to validate")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *file == "" {
+		fmt.Fprintln(stderr, "check-config: -f FILE is required")
+		return 2
+	}
+	c, err := config.Load(*file, Factories())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d providers, %d routes)\n", *file, len(c.Providers), len(c.Routes))
+	return 0
+}

@@ -1,0 +1,141 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metricscale/metricscale/adapter/config"
+)
+
+// readManifests returns the objects of manifests/adapter, by "Kind/name".
+func readManifests(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob("../../manifests/adapter/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "kustomization.yaml") || strings.HasSuffix(f, "config.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+			var u unstructured.Unstructured
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if u.Object == nil {
+				continue
+			}
+			out[u.GetKind()+"/"+u.GetName()] = doc
+		}
+	}
+	return out
+}
+
+func TestManifests(t *testing.T) {
+	t.Parallel()
+	m := readManifests(t)
+	for _, want := range []string{
+		"Namespace/metricscale", "ServiceAccount/metricscale-adapter",
+		"ClusterRoleBinding/metricscale-adapter:system:auth-delegator", "RoleBinding/metricscale-adapter-auth-reader",
+		"ClusterRole/metricscale-adapter-resource-reader", "ClusterRole/metricscale-metrics-reader",
+		"ClusterRoleBinding/metricscale-metrics-reader:horizontal-pod-autoscaler",
+		"Deployment/metricscale-adapter", "PodDisruptionBudget/metricscale-adapter", "Service/metricscale-adapter",
+		"Service/metricscale-adapter-push", "Service/metricscale-adapter-peers",
+		"APIService/v1beta2.custom.metrics.k8s.io", "APIService/v1beta1.custom.metrics.k8s.io", "APIService/v1beta1.external.metrics.k8s.io",
+	} {
+		if m[want] == nil {
+			t.Errorf("manifests/adapter lacks %s", want)
+		}
+	}
+
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(m["Deployment/metricscale-adapter"], &d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.ServiceAccountName != "metricscale-adapter" {
+		t.Errorf("deployment: replicas %d, service account %q", *d.Spec.Replicas, d.Spec.Template.Spec.ServiceAccountName)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "metricscale/adapter:latest" || c.ReadinessProbe == nil || c.LivenessProbe == nil {
+		t.Errorf("container: image %q, probes %v %v", c.Image, c.ReadinessProbe, c.LivenessProbe)
+	}
+	// the Deployment's flags parse and validate
+	fs := NewOptions(pflagSet())
+	var args []string
+	for _, a := range c.Args { // as the kubelet expands them
+		args = append(args, strings.ReplaceAll(a, "$(POD_IP)", "10.244.0.7"))
+	}
+	if err := fs.FlagSet.Parse(args); err != nil {
+		t.Fatalf("deployment args: %v", err)
+	}
+	if err := fs.Validate(); err != nil {
+		t.Errorf("deployment args: %v", err)
+	}
+	cfg, err := os.ReadFile("../../manifests/adapter/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse(cfg, Factories()); err != nil {
+		t.Errorf("manifests/adapter/config.yaml: %v", err)
+	}
+
+	// least privilege: the adapter's own ClusterRole only reads pods and namespaces
+	var cr rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(m["ClusterRole/metricscale-adapter-resource-reader"], &cr); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range cr.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("resource reader may %s", v)
+			}
+		}
+		for _, res := range r.Resources {
+			if res != "pods" && res != "namespaces" {
+				t.Errorf("resource reader reads %s", res)
+			}
+		}
+	}
+	var rb rbacv1.RoleBinding
+	if err := yaml.UnmarshalStrict(m["RoleBinding/metricscale-adapter-auth-reader"], &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.Namespace != "kube-system" || rb.RoleRef.Name != "extension-apiserver-authentication-reader" {
+		t.Errorf("auth reader binding: %+v", rb)
+	}
+	var hb rbacv1.ClusterRoleBinding
+	if err := yaml.UnmarshalStrict(m["ClusterRoleBinding/metricscale-metrics-reader:horizontal-pod-autoscaler"], &hb); err != nil {
+		t.Fatal(err)
+	}
+	if s := hb.Subjects[0]; s.Name != "horizontal-pod-autoscaler" || s.Namespace != "kube-system" {
+		t.Errorf("metrics reader bound to %+v", s)
+	}
+	for _, name := range []string{"v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"} {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal(m["APIService/"+name], &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		svc, _, _ := unstructured.NestedString(u.Object, "spec", "service", "name")
+		port, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "service", "port")
+		if svc != "metricscale-adapter" || port != float64(443) {
+			t.Errorf("%s points at %s:%d", name, svc, port)
+		}
+	}
+}
+
+func pflagSet() *pflag.FlagSet { return pflag.NewFlagSet("manifests", pflag.ContinueOnError) }

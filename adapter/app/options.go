@@ -1,0 +1,149 @@
+// Package app assembles the adapter: the aggregated API server (from
+// custom-metrics-apiserver's AdapterBase) with delegated authentication and
+// authorization, the provider registry, the object watch caches, and the push
+// endpoint. cmd/adapter only calls Main.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/logs"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/memory/push"
+)
+
+// Factories are the provider types the adapter knows, by config type.
+func Factories() map[string]providers.Factory {
+	return map[string]providers.Factory{
+		memory.Type: memory.Factory{},
+	}
+}
+
+// Options are the adapter's command-line options.
+type Options struct {
+	basecmd.AdapterBase
+
+	ConfigFile string
+	SeriesTTL  time.Duration
+	MaxAge     time.Duration
+
+	PushBindAddress  string
+	PushPort         int
+	PushTokenFile    string
+	PushTLSCertFile  string
+	PushTLSKeyFile   string
+	PushMaxBodyBytes int64
+	PushPeersDNS     string
+	PushSelfIP       string
+
+	// pushListener, if set (tests), is used instead of binding.
+	pushListener net.Listener
+}
+
+// NewOptions returns the options with their defaults, with every flag
+// installed in fs.
+func NewOptions(fs *pflag.FlagSet) *Options {
+	o := &Options{
+		SeriesTTL:        memory.DefaultSeriesTTL,
+		MaxAge:           memory.DefaultMaxAge,
+		PushBindAddress:  "0.0.0.0",
+		PushPort:         6445,
+		PushMaxBodyBytes: push.DefaultMaxBodyBytes,
+	}
+	o.Name = "metricscale-adapter"
+	o.FlagSet = fs
+	// The RESTMapper regenerates on this interval; AdapterBase defaults it to
+	// zero, which would spin. We run the refresh ourselves (see run.go).
+	o.DiscoveryInterval = 10 * time.Minute
+	o.InstallFlags()
+	ss := o.CustomMetricsAdapterServerOptions.SecureServing
+	ss.BindPort = 6443
+	ss.ServerCert.CertDirectory = ""
+	ss.ServerCert.PairName = "apiserver"
+	// re-install the defaults shown by --help
+	fs.Lookup("secure-port").DefValue = "6443"
+	fs.Lookup("cert-dir").DefValue = ""
+
+	fs.StringVar(&o.RemoteKubeConfigFile, "kubeconfig", o.RemoteKubeConfigFile,
+		"kubeconfig of the cluster whose objects the metrics describe (watch pods, discovery); empty: in-cluster config. Same as --lister-kubeconfig.")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile,
+		"YAML file naming the providers and routing metrics to them; empty: one memory provider serving every metric")
+	fs.DurationVar(&o.SeriesTTL, "series-ttl", o.SeriesTTL, "delete a pushed series not updated for this long (memory providers; options.seriesTTL overrides)")
+	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "never serve a value older than this: queries get a 404 saying it is stale (memory providers; options.maxAge overrides)")
+	fs.StringVar(&o.PushBindAddress, "push-bind-address", o.PushBindAddress, "address of the push endpoint (POST /push)")
+	fs.IntVar(&o.PushPort, "push-port", o.PushPort, "port of the push endpoint; 0 disables it")
+	fs.StringVar(&o.PushTokenFile, "push-token-file", o.PushTokenFile, "file holding the bearer token pushers must send; required when the push endpoint is enabled")
+	fs.StringVar(&o.PushTLSCertFile, "push-tls-cert-file", o.PushTLSCertFile, "serve the push endpoint over TLS with this certificate (with --push-tls-key-file); default plain HTTP")
+	fs.StringVar(&o.PushTLSKeyFile, "push-tls-key-file", o.PushTLSKeyFile, "private key for --push-tls-cert-file")
+	fs.StringVar(&o.PushPeersDNS, "push-peers-dns", o.PushPeersDNS, "DNS name of a headless Service listing every replica; each accepted push is forwarded to the others so all replicas hold every series")
+	fs.StringVar(&o.PushSelfIP, "push-self-ip", o.PushSelfIP, "this replica's IP, left out of --push-peers-dns (the pod IP)")
+	fs.Int64Var(&o.PushMaxBodyBytes, "push-max-body-bytes", o.PushMaxBodyBytes, "largest push body accepted")
+	logs.AddFlags(fs)
+	return o
+}
+
+// Validate checks the adapter's own flags.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SeriesTTL <= 0 {
+		errs = append(errs, fmt.Errorf("--series-ttl: must be positive, got %s", o.SeriesTTL))
+	}
+	if o.MaxAge <= 0 {
+		errs = append(errs, fmt.Errorf("--max-age: must be positive, got %s", o.MaxAge))
+	}
+	if o.DiscoveryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-interval: must be positive, got %s", o.DiscoveryInterval))
+	}
+	if o.PushPort < 0 || o.PushPort > 65535 {
+		errs = append(errs, fmt.Errorf("--push-port: %d is not a port", o.PushPort))
+	}
+	if o.PushPort != 0 || o.pushListener != nil {
+		if o.PushTokenFile == "" {
+			errs = append(errs, errors.New("--push-token-file: required while the push endpoint is enabled (it never accepts anonymous writes); --push-port=0 disables it"))
+		}
+		if net.ParseIP(o.PushBindAddress) == nil {
+			errs = append(errs, fmt.Errorf("--push-bind-address: %q is not an IP address", o.PushBindAddress))
+		}
+		if o.PushPeersDNS != "" && net.ParseIP(o.PushSelfIP) == nil {
+			errs = append(errs, fmt.Errorf("--push-self-ip: %q is not an IP address; it is required with --push-peers-dns", o.PushSelfIP))
+		}
+		if o.PushPeersDNS != "" && o.PushTLSCertFile != "" {
+			errs = append(errs, errors.New("--push-peers-dns: forwarding to peers over TLS is not supported"))
+		}
+		if (o.PushTLSCertFile == "") != (o.PushTLSKeyFile == "") {
+			errs = append(errs, errors.New("--push-tls-cert-file and --push-tls-key-file go together"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readToken reads the push token file.
+func readToken(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading --push-token-file %s: %w", file, err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("--push-token-file %s is empty", file)
+	}
+	return tok, nil
+}
+
+// loadConfig reads --config, or returns the default config.
+func (o *Options) loadConfig() (*config.Config, error) {
+	if o.ConfigFile == "" {
+		return config.Default(), nil
+	}
+	return config.Load(o.ConfigFile, Factories())
+}

@@ -1,0 +1,253 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/metadata"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
+	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
+
+	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/adapter/metrics"
+	"github.com/metricscale/metricscale/adapter/objects"
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory/push"
+	"github.com/metricscale/metricscale/providers/registry"
+)
+
+// Run serves until ctx is done.
+func (o *Options) Run(ctx context.Context) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return err
+	}
+	var token string
+	if o.pushEnabled() {
+		if token, err = readToken(o.PushTokenFile); err != nil {
+			return err
+		}
+	}
+
+	// Cluster access: discovery for the RESTMapper, metadata watches.
+	mapper, err := o.RESTMapper()
+	if err != nil {
+		return fmt.Errorf("building the RESTMapper from discovery: %w", err)
+	}
+	// AdapterBase builds a regenerating mapper but never starts its refresh.
+	if rm, ok := mapper.(*dynamicmapper.RegeneratingDiscoveryRESTMapper); ok {
+		rm.RunUntil(ctx.Done())
+	}
+	clientConfig, err := o.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("building the client config: %w", err)
+	}
+	mdClient, err := metadata.NewForConfig(clientConfig)
+	if err != nil {
+		return fmt.Errorf("building the metadata client: %w", err)
+	}
+	lister := objects.New(mdClient, mapper)
+
+	reg, err := buildRegistry(cfg, providers.Deps{
+		Mapper: mapper, Objects: lister, Clock: clock.RealClock{},
+		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
+	})
+	if err != nil {
+		return err
+	}
+
+	// Providers must be installed before Config(): it decides which OpenAPI
+	// definitions and API groups exist from them.
+	o.WithCustomMetrics(reg)
+	o.WithExternalMetrics(reg)
+
+	metrics.Register()
+	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
+		klog.V(2).InfoS("custom-metrics-apiserver metrics already registered", "err", err)
+	}
+
+	serverConfig, err := o.Config()
+	if err != nil {
+		return fmt.Errorf("configuring the API server: %w", err)
+	}
+	gc := serverConfig.GenericConfig
+	if gc.Authentication.Authenticator == nil {
+		return errors.New("no authenticator configured: refusing to serve anonymously")
+	}
+	gc.Authentication.Authenticator = restrictAnonymous(gc.Authentication.Authenticator, healthPaths)
+	buildChain := gc.BuildHandlerChainFunc
+	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
+		return buildChain(validateSelectors(apiHandler), c)
+	}
+
+	server, err := o.Server()
+	if err != nil {
+		return fmt.Errorf("building the API server: %w", err)
+	}
+	if err := server.GenericAPIServer.AddReadyzChecks(
+		healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
+			if !lister.PodsSynced() {
+				return errors.New("the pod watch cache is not filled yet")
+			}
+			return nil
+		}),
+		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
+	); err != nil {
+		return fmt.Errorf("adding readiness checks: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lister.Start(ctx)
+	for _, in := range reg.Instances() {
+		if r, ok := in.Provider.(providers.Runner); ok {
+			go r.Run(ctx)
+		}
+	}
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			reg.UpdateSeriesGauge()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	pushErr := make(chan error, 1)
+	if o.pushEnabled() {
+		if err := o.startPush(ctx, reg, token, pushErr); err != nil {
+			return err
+		}
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- o.AdapterBase.Run(ctx) }()
+	klog.InfoS("Adapter started", "providers", len(reg.Instances()), "securePort", o.CustomMetricsAdapterServerOptions.SecureServing.BindPort, "push", o.pushEnabled())
+	select {
+	case err := <-serveErr:
+		return err
+	case err := <-pushErr:
+		cancel()
+		<-serveErr
+		return err
+	}
+}
+
+func (o *Options) pushEnabled() bool { return o.PushPort != 0 || o.pushListener != nil }
+
+// buildRegistry builds each configured provider and the routes.
+func buildRegistry(cfg *config.Config, deps providers.Deps) (*registry.Registry, error) {
+	factories := Factories()
+	var instances []*registry.Instance
+	for i, pc := range cfg.Providers {
+		f, ok := factories[pc.Type]
+		if !ok {
+			return nil, fmt.Errorf("providers[%d].type: unknown %q", i, pc.Type)
+		}
+		p, err := f.New(pc.Name, pc.Options, deps)
+		if err != nil {
+			return nil, fmt.Errorf("providers[%d] (%s): %w", i, pc.Name, err)
+		}
+		instances = append(instances, &registry.Instance{Provider: p, Timeout: pc.Timeout.Duration})
+		klog.InfoS("Provider configured", "name", pc.Name, "type", pc.Type, "timeout", pc.Timeout.Duration)
+	}
+	routes := make([]registry.Route, 0, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		routes = append(routes, registry.Route{Metric: r.Metric, Provider: r.Provider, Kind: r.Kind})
+	}
+	return registry.New(instances, routes, deps.Mapper, cfg.Discovery.MaxMetrics, deps.Clock)
+}
+
+func providersReady(ctx context.Context, reg *registry.Registry) error {
+	var errs []error
+	for _, in := range reg.Instances() {
+		if rc, ok := in.Provider.(providers.ReadinessChecker); ok {
+			cctx, cancel := context.WithTimeout(ctx, in.Timeout)
+			err := rc.Ready(cctx)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("provider %q: %w", in.Provider.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startPush listens on the push address and serves until ctx is done;
+// serving errors go to errc.
+func (o *Options) startPush(ctx context.Context, reg *registry.Registry, token string, errc chan<- error) error {
+	h, err := push.NewHandler(reg, token, o.PushMaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	h.OnAppend = reg.UpdateSeriesGauge
+	if o.PushPeersDNS != "" {
+		port := o.PushPort
+		if port == 0 && o.pushListener != nil {
+			port = o.pushListener.Addr().(*net.TCPAddr).Port
+		}
+		h.Forwarder = push.NewForwarder(&push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}, token, "http",
+			&http.Client{Timeout: 5 * time.Second})
+		klog.InfoS("Forwarding pushes to the other replicas", "peers", o.PushPeersDNS, "self", o.PushSelfIP)
+	}
+	ln := o.pushListener
+	if ln == nil {
+		addr := net.JoinHostPort(o.PushBindAddress, strconv.Itoa(o.PushPort))
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("push endpoint: listening on %s: %w", addr, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           h.Mux(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	tlsOn := o.PushTLSCertFile != ""
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(o.PushTLSCertFile, o.PushTLSKeyFile)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("push endpoint: loading %s: %w", o.PushTLSCertFile, err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	go func() {
+		var err error
+		if tlsOn {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("push endpoint on %s: %w", ln.Addr(), err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	klog.InfoS("Push endpoint listening", "address", ln.Addr().String(), "tls", tlsOn)
+	return nil
+}

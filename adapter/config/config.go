@@ -1,0 +1,214 @@
+// Package config reads and validates the adapter's configuration file
+// (--config): which providers run and which metrics each one serves.
+//
+//	providers:
+//	- name: mem              # instance name, unique, a DNS label
+//	  type: memory           # a registered provider type
+//	  timeout: 2s            # per query; default 5s
+//	  options:               # type-specific, validated by the type
+//	    seriesTTL: 10m
+//	    maxAge: 2m
+//	routes:                  # first match wins
+//	- metric: "queue_*"      # glob (Go path.Match syntax) on the metric name
+//	  provider: mem
+//	  kind: external         # optional: custom, external; default both
+//	discovery:
+//	  maxMetrics: 1000       # bound on each discovery list
+//
+// Without a file the adapter runs Default(): one memory provider serving
+// every metric.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metricscale/metricscale/providers"
+)
+
+// Kinds of metric a route can be limited to.
+const (
+	KindCustom   = "custom"
+	KindExternal = "external"
+)
+
+// Defaults.
+const (
+	DefaultTimeout    = 5 * time.Second
+	MaxTimeout        = 60 * time.Second
+	DefaultMaxMetrics = 1000
+	MaxMaxMetrics     = 100000
+)
+
+// Config is the whole file.
+type Config struct {
+	Providers []Provider `json:"providers"`
+	Routes    []Route    `json:"routes,omitempty"`
+	Discovery Discovery  `json:"discovery,omitempty"`
+}
+
+// Provider is one provider instance.
+type Provider struct {
+	Name    string          `json:"name"`
+	Type    string          `json:"type"`
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+	Options json.RawMessage `json:"options,omitempty"`
+}
+
+// Route sends the metrics whose names match Metric to Provider.
+type Route struct {
+	Metric   string `json:"metric"`
+	Provider string `json:"provider"`
+	Kind     string `json:"kind,omitempty"`
+}
+
+// Discovery bounds the discovery lists.
+type Discovery struct {
+	MaxMetrics int `json:"maxMetrics,omitempty"`
+}
+
+// Default is the configuration used without --config: one memory provider
+// named "memory" serving every metric.
+func Default() *Config {
+	c := &Config{
+		Providers: []Provider{{Name: "memory", Type: "memory"}},
+		Routes:    []Route{{Metric: "*", Provider: "memory"}},
+	}
+	c.setDefaults()
+	return c
+}
+
+// Load reads, parses and validates the file at filename. factories are the
+// known provider types.
+func Load(filename string, factories map[string]providers.Factory) (*Config, error) {
+	data, err := os.ReadFile(filename)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", filename, err)
+	}
+	c, err := Parse(data, factories)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", filename, err)
+	}
+	return c, nil
+}
+
+// Parse parses and validates a config document.
+func Parse(data []byte, factories map[string]providers.Factory) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("empty config: it needs at least providers")
+	}
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("parsing: %w", err)
+	}
+	if err := c.Validate(factories); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	return &c, nil
+}
+
+func (c *Config) setDefaults() {
+	for i := range c.Providers {
+		if c.Providers[i].Timeout.Duration == 0 {
+			c.Providers[i].Timeout.Duration = DefaultTimeout
+		}
+	}
+	if len(c.Routes) == 0 && len(c.Providers) == 1 {
+		c.Routes = []Route{{Metric: "*", Provider: c.Providers[0].Name}}
+	}
+	if c.Discovery.MaxMetrics == 0 {
+		c.Discovery.MaxMetrics = DefaultMaxMetrics
+	}
+}
+
+// Validate checks the config; each problem is reported with the path of the
+// field at fault ("providers[1].type: unknown \"foo\"").
+func (c *Config) Validate(factories map[string]providers.Factory) error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+
+	if len(c.Providers) == 0 {
+		fail("providers", "at least one provider is required")
+	}
+	names := map[string]int{}
+	for i, p := range c.Providers {
+		f := fmt.Sprintf("providers[%d]", i)
+		switch {
+		case p.Name == "":
+			fail(f+".name", "required")
+		default:
+			if msgs := validation.IsDNS1123Label(p.Name); len(msgs) > 0 {
+				fail(f+".name", "invalid %q: %s", p.Name, strings.Join(msgs, "; "))
+			}
+			if j, dup := names[p.Name]; dup {
+				fail(f+".name", "duplicate %q (also providers[%d].name)", p.Name, j)
+			} else {
+				names[p.Name] = i
+			}
+		}
+		factory, known := factories[p.Type]
+		switch {
+		case p.Type == "":
+			fail(f+".type", "required (known: %s)", knownTypes(factories))
+		case !known:
+			fail(f+".type", "unknown %q (known: %s)", p.Type, knownTypes(factories))
+		default:
+			if err := factory.Validate(f+".options", p.Options); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if d := p.Timeout.Duration; d < 0 || d > MaxTimeout {
+			fail(f+".timeout", "%s is out of range (0 < timeout <= %s)", d, MaxTimeout)
+		}
+	}
+
+	if len(c.Routes) == 0 && len(c.Providers) > 1 {
+		fail("routes", "required when there is more than one provider")
+	}
+	for i, r := range c.Routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		if r.Metric == "" {
+			fail(f+".metric", "required")
+		} else if _, err := path.Match(r.Metric, ""); err != nil {
+			fail(f+".metric", "invalid pattern %q: %v", r.Metric, err)
+		}
+		if r.Provider == "" {
+			fail(f+".provider", "required")
+		} else if _, ok := names[r.Provider]; !ok {
+			fail(f+".provider", "unknown provider %q", r.Provider)
+		}
+		switch r.Kind {
+		case "", KindCustom, KindExternal:
+		default:
+			fail(f+".kind", "unknown %q (known: %s, %s)", r.Kind, KindCustom, KindExternal)
+		}
+	}
+
+	if m := c.Discovery.MaxMetrics; m < 0 || m > MaxMaxMetrics {
+		fail("discovery.maxMetrics", "%d is out of range (1..%d)", m, MaxMaxMetrics)
+	}
+	return errors.Join(errs...)
+}
+
+func knownTypes(factories map[string]providers.Factory) string {
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}

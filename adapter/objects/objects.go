@@ -1,0 +1,175 @@
+// Package objects resolves label selectors to object names from shared
+// metadata-only informers (client-go), so a Pods metric query never LISTs
+// the API server. Pods are watched from the start; other resources get an
+// informer the first time a selector query asks for them.
+package objects
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/metricscale/metricscale/adapter/metrics"
+	"github.com/metricscale/metricscale/providers"
+)
+
+// PodsGVR is watched from the start.
+var PodsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// Lister is a providers.ObjectLister over metadata informers.
+type Lister struct {
+	factory metadatainformer.SharedInformerFactory
+	mapper  apimeta.RESTMapper
+
+	mu        sync.Mutex
+	ctx       context.Context
+	informers map[schema.GroupResource]*entry
+}
+
+type entry struct {
+	gvr      schema.GroupVersionResource
+	informer cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	lastErr error
+}
+
+func (e *entry) setErr(err error) {
+	e.mu.Lock()
+	e.lastErr = err
+	e.mu.Unlock()
+}
+
+func (e *entry) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastErr
+}
+
+var _ providers.ObjectLister = (*Lister)(nil)
+
+// stripForCache keeps only what selector queries need.
+func stripForCache(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.ManagedFields = nil
+		m.Annotations = nil
+		m.OwnerReferences = nil
+	}
+	return obj, nil
+}
+
+// New returns a Lister; pods are watched as soon as Start is called.
+func New(client metadata.Interface, mapper apimeta.RESTMapper) *Lister {
+	l := &Lister{
+		factory:   metadatainformer.NewSharedInformerFactoryWithOptions(client, 0, metadatainformer.WithTransform(stripForCache)),
+		mapper:    mapper,
+		informers: map[schema.GroupResource]*entry{},
+	}
+	l.add(PodsGVR)
+	return l
+}
+
+func (l *Lister) add(gvr schema.GroupVersionResource) *entry {
+	e := &entry{gvr: gvr, informer: l.factory.ForResource(gvr).Informer()}
+	_ = e.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		e.setErr(err)
+		klog.V(2).InfoS("Watch failed", "resource", gvr.GroupResource().String(), "err", err)
+	})
+	l.informers[gvr.GroupResource()] = e
+	return e
+}
+
+// Start starts the informers; they stop when ctx is done.
+func (l *Lister) Start(ctx context.Context) {
+	l.mu.Lock()
+	l.ctx = ctx
+	l.mu.Unlock()
+	l.factory.Start(ctx.Done())
+}
+
+// PodsSynced reports whether the pod cache is filled (for /readyz).
+func (l *Lister) PodsSynced() bool {
+	l.mu.Lock()
+	e := l.informers[PodsGVR.GroupResource()]
+	l.mu.Unlock()
+	return e.informer.HasSynced()
+}
+
+// informerFor returns the entry of gr, creating and starting an informer if
+// needed.
+func (l *Lister) informerFor(gr schema.GroupResource) (*entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.informers[gr]; ok {
+		return e, nil
+	}
+	if l.ctx == nil {
+		return nil, fmt.Errorf("object lister for %s is not started", gr)
+	}
+	gvr, err := l.mapper.ResourceFor(gr.WithVersion(""))
+	if err != nil {
+		return nil, providers.NewUnknownResource(gr)
+	}
+	klog.InfoS("Watching a new resource for selector queries", "resource", gr.String(), "version", gvr.Version)
+	e := l.add(gvr)
+	l.factory.Start(l.ctx.Done())
+	return e, nil
+}
+
+// ListNames implements providers.ObjectLister. If the resource's cache is
+// not filled yet it waits, at most until ctx is done, then fails with a 503
+// that carries the last watch error.
+func (l *Lister) ListNames(ctx context.Context, gr schema.GroupResource, namespace string, selector labels.Selector) ([]string, error) {
+	e, err := l.informerFor(gr)
+	if err != nil {
+		return nil, err
+	}
+	if e.informer.HasSynced() {
+		metrics.CacheHit("objects")
+	} else {
+		metrics.CacheMiss("objects")
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for !e.informer.HasSynced() {
+			select {
+			case <-ctx.Done():
+				cause := e.err()
+				if cause == nil {
+					cause = ctx.Err()
+				}
+				return nil, providers.NewBackendError("objects", fmt.Errorf("the watch cache of %s is not filled: %w", gr, cause))
+			case <-t.C:
+			}
+		}
+	}
+	var objs []any
+	if namespace != "" {
+		objs, err = e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, providers.NewBackendError("objects", fmt.Errorf("indexing %s in namespace %s: %w", gr, namespace, err))
+		}
+	} else {
+		objs = e.informer.GetStore().List()
+	}
+	names := make([]string, 0, len(objs))
+	for _, o := range objs {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			continue
+		}
+		if selector.Matches(labels.Set(m.Labels)) {
+			names = append(names, m.Name)
+		}
+	}
+	return names, nil
+}

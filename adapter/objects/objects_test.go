@@ -1,0 +1,140 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/metricscale/metricscale/providers"
+)
+
+func obj(gvk schema.GroupVersionKind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+	}
+}
+
+func mapper() apimeta.RESTMapper {
+	m := apimeta.NewDefaultRESTMapper(nil)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, apimeta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, apimeta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, apimeta.RESTScopeNamespace)
+	return m
+}
+
+func TestListNames(t *testing.T) {
+	t.Parallel()
+	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	scheme := metadatafake.NewTestScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme,
+		obj(pod, "default", "web-1", map[string]string{"app": "web"}),
+		obj(pod, "default", "web-2", map[string]string{"app": "web"}),
+		obj(pod, "default", "db-1", map[string]string{"app": "db"}),
+		obj(pod, "other", "web-9", map[string]string{"app": "web"}),
+		obj(dep, "default", "web", map[string]string{"tier": "front"}),
+	)
+	lists := 0
+	client.PrependReactor("list", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return false, nil, nil
+	})
+	l := New(client, mapper())
+	if _, err := l.ListNames(context.Background(), schema.GroupResource{Group: "apps", Resource: "deployments"}, "default", labels.Everything()); err == nil {
+		t.Error("a lister that is not started answered")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Start(ctx)
+
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	names := func(gr schema.GroupResource, ns, sel string) []string {
+		t.Helper()
+		s, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.ListNames(wctx, gr, ns, s)
+		if err != nil {
+			t.Fatalf("ListNames(%s, %s, %s): %v", gr, ns, sel, err)
+		}
+		sort.Strings(out)
+		return out
+	}
+	pods := schema.GroupResource{Resource: "pods"}
+	if got := strings.Join(names(pods, "default", "app=web"), ","); got != "web-1,web-2" {
+		t.Errorf("pods app=web in default = %s", got)
+	}
+	if got := strings.Join(names(pods, "", "app=web"), ","); got != "web-1,web-2,web-9" {
+		t.Errorf("pods app=web everywhere = %s", got)
+	}
+	if !l.PodsSynced() {
+		t.Error("PodsSynced is false after a query answered")
+	}
+	// another resource gets its informer on first use
+	if got := strings.Join(names(schema.GroupResource{Group: "apps", Resource: "deployments"}, "default", "tier=front"), ","); got != "web" {
+		t.Errorf("deployments = %s", got)
+	}
+	listsAfterSync := lists
+	for i := 0; i < 5; i++ {
+		names(pods, "default", "app=db")
+	}
+	if lists != listsAfterSync {
+		t.Errorf("queries LISTed the API server %d times", lists-listsAfterSync)
+	}
+	// the cache drops what selector queries do not need
+	e := l.informers[pods]
+	for _, o := range e.informer.GetStore().List() {
+		if m := o.(*metav1.PartialObjectMetadata); m.ManagedFields != nil {
+			t.Errorf("%s kept its managed fields", m.Name)
+		}
+	}
+
+	_, err := l.ListNames(wctx, schema.GroupResource{Resource: "widgets"}, "default", labels.Everything())
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Code() != 404 {
+		t.Errorf("unknown resource: %v", err)
+	}
+}
+
+func TestListNamesTimesOutWithTheWatchError(t *testing.T) {
+	t.Parallel()
+	scheme := metadatafake.NewTestScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme)
+	client.PrependReactor("list", "statefulsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New(`statefulsets.apps is forbidden: User "system:serviceaccount:metricscale:metricscale-adapter" cannot list`)
+	})
+	l := New(client, mapper())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Start(ctx)
+	qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer qcancel()
+	start := time.Now()
+	_, err := l.ListNames(qctx, schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "default", labels.Everything())
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Code() != 503 {
+		t.Fatalf("err = %v, want a 503", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("took %s, want about the 500ms deadline", time.Since(start))
+	}
+	if !strings.Contains(err.Error(), "statefulsets.apps") || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("error does not name the resource: %v", err)
+	}
+}

@@ -1,0 +1,645 @@
+// Package memory is the default provider: an in-process store of the latest
+// sample of each pushed series, served as custom and external metrics.
+//
+// Series map to Kubernetes objects by label, as prometheus-adapter's default
+// rules do:
+//
+//   - a label named after a resource, singular or plural ("pod", "service",
+//     "deployment", "nodes", ...), together with a "namespace" label for
+//     namespaced resources, makes the series a custom metric of that object;
+//   - the "namespace" label alone makes it a metric of the namespace;
+//   - every series is also an external metric, visible in the namespace of
+//     its "namespace" label, or in every namespace if it has none.
+//
+// Several series for one object are summed; external queries return every
+// matching series unsummed (the HPA sums). A series not pushed for the TTL
+// is deleted; a value older than the maximum age is never served: the query
+// gets a 404 that says it is stale. An object whose series are partly stale
+// counts as stale, so a sum never mixes in or silently drops an old value.
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unique"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers"
+)
+
+// Type is the config type of this provider.
+const Type = "memory"
+
+// Defaults for options not set in the config or on the command line.
+const (
+	DefaultSeriesTTL = 10 * time.Minute
+	DefaultMaxAge    = 2 * time.Minute
+	DefaultMaxSeries = 1_000_000
+)
+
+// how long label-to-resource and discovery answers are reused.
+const mappingCacheTTL = 30 * time.Second
+
+var namespaceLabel = unique.Make("namespace")
+
+var namespacesGR = schema.GroupResource{Resource: "namespaces"}
+
+// Options are the provider's config options (providers[].options).
+type Options struct {
+	// SeriesTTL: a series not pushed for this long is deleted.
+	SeriesTTL *metav1.Duration `json:"seriesTTL,omitempty"`
+	// MaxAge: a value older than this is not served.
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+	// MaxSeries bounds the store; pushes beyond it are refused.
+	MaxSeries int `json:"maxSeries,omitempty"`
+}
+
+// Factory builds memory providers.
+type Factory struct{}
+
+var _ providers.Factory = Factory{}
+
+func parseOptions(field string, raw json.RawMessage) (Options, error) {
+	var o Options
+	if len(raw) == 0 || string(raw) == "null" {
+		return o, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("%s: %w", field, err)
+	}
+	var errs []string
+	if o.SeriesTTL != nil && o.SeriesTTL.Duration <= 0 {
+		errs = append(errs, fmt.Sprintf("%s.seriesTTL: must be positive, got %s", field, o.SeriesTTL.Duration))
+	}
+	if o.MaxAge != nil && o.MaxAge.Duration <= 0 {
+		errs = append(errs, fmt.Sprintf("%s.maxAge: must be positive, got %s", field, o.MaxAge.Duration))
+	}
+	if o.MaxSeries < 0 {
+		errs = append(errs, fmt.Sprintf("%s.maxSeries: must not be negative, got %d", field, o.MaxSeries))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return o, nil
+}
+
+// Validate implements providers.Factory.
+func (Factory) Validate(field string, raw json.RawMessage) error {
+	_, err := parseOptions(field, raw)
+	return err
+}
+
+// New implements providers.Factory.
+func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
+	o, err := parseOptions("options", raw)
+	if err != nil {
+		return nil, fmt.Errorf("memory provider %q: %w", name, err)
+	}
+	ttl, maxAge := deps.SeriesTTL, deps.MaxAge
+	if o.SeriesTTL != nil {
+		ttl = o.SeriesTTL.Duration
+	}
+	if o.MaxAge != nil {
+		maxAge = o.MaxAge.Duration
+	}
+	if ttl <= 0 {
+		ttl = DefaultSeriesTTL
+	}
+	if maxAge <= 0 {
+		maxAge = DefaultMaxAge
+	}
+	maxSeries := o.MaxSeries
+	if maxSeries == 0 {
+		maxSeries = DefaultMaxSeries
+	}
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return New(name, NewStore(clk, ttl, maxSeries), deps.Mapper, deps.Objects, clk, maxAge), nil
+}
+
+// Provider serves the series of a Store.
+type Provider struct {
+	name    string
+	store   *Store
+	mapper  apimeta.RESTMapper
+	objects providers.ObjectLister
+	clock   clock.PassiveClock
+	maxAge  time.Duration
+
+	mu        sync.Mutex
+	resources map[schema.GroupResource]cachedResource
+	labelRes  map[string]cachedLabel
+	disc      discovery
+}
+
+var (
+	_ providers.Provider         = (*Provider)(nil)
+	_ providers.Appender         = (*Provider)(nil)
+	_ providers.Runner           = (*Provider)(nil)
+	_ providers.SeriesCounter    = (*Provider)(nil)
+	_ providers.ReadinessChecker = (*Provider)(nil)
+	_ providers.InMemory         = (*Provider)(nil)
+)
+
+// New returns a provider named name serving store. maxAge is the oldest a
+// served value may be.
+func New(name string, store *Store, mapper apimeta.RESTMapper, objects providers.ObjectLister, clk clock.PassiveClock, maxAge time.Duration) *Provider {
+	return &Provider{
+		name: name, store: store, mapper: mapper, objects: objects, clock: clk, maxAge: maxAge,
+		resources: map[schema.GroupResource]cachedResource{},
+		labelRes:  map[string]cachedLabel{},
+	}
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return p.name }
+
+// Store returns the provider's store.
+func (p *Provider) Store() *Store { return p.store }
+
+// Append implements providers.Appender.
+func (p *Provider) Append(samples []providers.Sample) error {
+	if err := p.store.Append(samples); err != nil {
+		return fmt.Errorf("memory provider %q: %w", p.name, err)
+	}
+	return nil
+}
+
+// SeriesCount implements providers.SeriesCounter.
+func (p *Provider) SeriesCount() int { return p.store.Len() }
+
+// AnswersFromMemory implements providers.InMemory.
+func (p *Provider) AnswersFromMemory() {}
+
+// Ready implements providers.ReadinessChecker: the store is always usable.
+func (p *Provider) Ready(context.Context) error { return nil }
+
+// Run deletes expired series until ctx is done.
+func (p *Provider) Run(ctx context.Context) {
+	every := min(max(p.store.ttl/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := p.store.Expire(); n > 0 {
+				klog.V(2).InfoS("Expired series", "provider", p.name, "count", n, "ttl", p.store.ttl)
+			}
+		}
+	}
+}
+
+// resourceInfo is how series name objects of one resource.
+type resourceInfo struct {
+	gr          schema.GroupResource
+	namespaced  bool
+	isNamespace bool
+	// labels are the label names that hold the object's name: the singular
+	// and plural resource names.
+	labels     []unique.Handle[string]
+	apiVersion string
+	kind       string
+}
+
+type cachedResource struct {
+	info *resourceInfo
+	err  error
+	at   time.Time
+}
+
+type cachedLabel struct {
+	gr         schema.GroupResource
+	namespaced bool
+	ok         bool
+	at         time.Time
+}
+
+// resource resolves a GroupResource through the RESTMapper (cached).
+func (p *Provider) resource(gr schema.GroupResource) (*resourceInfo, error) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	c, ok := p.resources[gr]
+	p.mu.Unlock()
+	if ok && now.Sub(c.at) < mappingCacheTTL {
+		return c.info, c.err
+	}
+	info, err := p.resolveResource(gr)
+	p.mu.Lock()
+	p.resources[gr] = cachedResource{info: info, err: err, at: now}
+	p.mu.Unlock()
+	return info, err
+}
+
+func (p *Provider) resolveResource(gr schema.GroupResource) (*resourceInfo, error) {
+	if p.mapper == nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("no RESTMapper to resolve resource %s", gr))
+	}
+	gvk, err := p.mapper.KindFor(gr.WithVersion(""))
+	if err != nil {
+		return nil, providers.NewUnknownResource(gr)
+	}
+	mapping, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("mapping %s: %w", gvk, err))
+	}
+	singular, err := p.mapper.ResourceSingularizer(mapping.Resource.Resource)
+	if err != nil || singular == "" {
+		singular = strings.TrimSuffix(mapping.Resource.Resource, "s")
+	}
+	info := &resourceInfo{
+		gr:          mapping.Resource.GroupResource(),
+		namespaced:  mapping.Scope.Name() == apimeta.RESTScopeNameNamespace,
+		isNamespace: mapping.Resource.GroupResource() == namespacesGR,
+		labels:      []unique.Handle[string]{unique.Make(singular), unique.Make(mapping.Resource.Resource)},
+		apiVersion:  gvk.GroupVersion().String(),
+		kind:        gvk.Kind,
+	}
+	return info, nil
+}
+
+// objectName returns the name of the object of ri that sr describes in
+// namespace ns ("" for cluster-scoped resources), or false.
+func (ri *resourceInfo) objectName(sr *series, ns string) (string, bool) {
+	if ri.isNamespace {
+		return sr.lookup(namespaceLabel)
+	}
+	if ri.namespaced {
+		if v, ok := sr.lookup(namespaceLabel); !ok || v != ns {
+			return "", false
+		}
+	}
+	for _, l := range ri.labels {
+		if v, ok := sr.lookup(l); ok {
+			return v, v != ""
+		}
+	}
+	return "", false
+}
+
+// agg sums the series of one object.
+type agg struct {
+	sum    float64
+	oldest int64
+	newest int64
+	stale  bool
+}
+
+func (a *agg) add(sr *series, staleBefore int64) {
+	if a.oldest == 0 || sr.ts < a.oldest {
+		a.oldest = sr.ts
+	}
+	if sr.ts > a.newest {
+		a.newest = sr.ts
+	}
+	if sr.ts < staleBefore {
+		a.stale = true
+	}
+	a.sum += sr.value
+}
+
+func (p *Provider) metricValue(ri *resourceInfo, ns, name, metric string, msel labels.Selector, a *agg) custom_metrics.MetricValue {
+	mv := custom_metrics.MetricValue{
+		DescribedObject: custom_metrics.ObjectReference{APIVersion: ri.apiVersion, Kind: ri.kind, Namespace: ns, Name: name},
+		Metric:          custom_metrics.MetricIdentifier{Name: metric},
+		Timestamp:       metav1.NewTime(time.Unix(0, a.oldest)),
+		Value:           Quantity(a.sum),
+	}
+	if ri.isNamespace || !ri.namespaced {
+		mv.DescribedObject.Namespace = ""
+	}
+	if msel != nil && !msel.Empty() {
+		if ls, err := metav1.ParseToLabelSelector(msel.String()); err == nil {
+			mv.Metric.Selector = ls
+		}
+	}
+	return mv
+}
+
+func selectorOrEverything(s labels.Selector) labels.Selector {
+	if s == nil {
+		return labels.Everything()
+	}
+	return s
+}
+
+// GetMetricByName implements providers.Provider.
+func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	ri, err := p.resource(info.GroupResource)
+	if err != nil {
+		return nil, err
+	}
+	msel := selectorOrEverything(metricSelector)
+	now := p.clock.Now().UnixNano()
+	staleBefore := now - int64(p.maxAge)
+	var (
+		a       agg
+		matched bool
+		known   bool
+	)
+	p.store.view(info.Metric, func(f *family) {
+		if f == nil {
+			return
+		}
+		known = true
+		for _, sr := range f.list {
+			if !p.store.live(sr, now) {
+				continue
+			}
+			if obj, ok := ri.objectName(sr, name.Namespace); !ok || obj != name.Name {
+				continue
+			}
+			if !msel.Matches(sr) {
+				continue
+			}
+			matched = true
+			a.add(sr, staleBefore)
+		}
+	})
+	object := name.Name
+	if ri.namespaced && !ri.isNamespace {
+		object = name.Namespace + "/" + name.Name
+	}
+	switch {
+	case !known:
+		return nil, providers.NewUnknownMetric(ri.gr, info.Metric)
+	case !matched:
+		if !msel.Empty() {
+			return nil, providers.NewNoValue(info.Metric, fmt.Sprintf("%s %s with metric selector %s", ri.gr, object, msel))
+		}
+		return nil, providers.NewObjectNotFound(ri.gr, info.Metric, object)
+	case a.stale:
+		return nil, providers.NewStale(info.Metric, ri.gr.String()+" "+object, time.Unix(0, a.newest), p.maxAge)
+	}
+	mv := p.metricValue(ri, name.Namespace, name.Name, info.Metric, msel, &a)
+	return &mv, nil
+}
+
+// GetMetricBySelector implements providers.Provider. Objects are resolved
+// through the ObjectLister (a watch cache), never listed per request.
+func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	ri, err := p.resource(info.GroupResource)
+	if err != nil {
+		return nil, err
+	}
+	if p.objects == nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("no object lister to resolve %s selector %s", ri.gr, selector))
+	}
+	listNS := namespace
+	if !ri.namespaced {
+		listNS = ""
+	}
+	sel := selectorOrEverything(selector)
+	names, err := p.objects.ListNames(ctx, ri.gr, listNS, sel)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]*agg, len(names))
+	for _, n := range names {
+		want[n] = nil
+	}
+	msel := selectorOrEverything(metricSelector)
+	now := p.clock.Now().UnixNano()
+	staleBefore := now - int64(p.maxAge)
+	known := false
+	p.store.view(info.Metric, func(f *family) {
+		if f == nil || len(want) == 0 {
+			known = f != nil
+			return
+		}
+		known = true
+		for _, sr := range f.list {
+			if !p.store.live(sr, now) {
+				continue
+			}
+			obj, ok := ri.objectName(sr, namespace)
+			if !ok {
+				continue
+			}
+			a, wanted := want[obj]
+			if !wanted || !msel.Matches(sr) {
+				continue
+			}
+			if a == nil {
+				a = &agg{}
+				want[obj] = a
+			}
+			a.add(sr, staleBefore)
+		}
+	})
+	what := fmt.Sprintf("%s in namespace %q matching %q", ri.gr, namespace, sel.String())
+	if !ri.namespaced {
+		what = fmt.Sprintf("%s matching %q", ri.gr, sel.String())
+	}
+	if !known {
+		return nil, providers.NewUnknownMetric(ri.gr, info.Metric)
+	}
+	out := &custom_metrics.MetricValueList{}
+	var newestStale int64
+	staleObjects := 0
+	for obj, a := range want {
+		if a == nil {
+			continue
+		}
+		if a.stale {
+			staleObjects++
+			newestStale = max(newestStale, a.newest)
+			continue
+		}
+		out.Items = append(out.Items, p.metricValue(ri, namespace, obj, info.Metric, msel, a))
+	}
+	if len(out.Items) == 0 {
+		if staleObjects > 0 {
+			return nil, providers.NewStale(info.Metric, what, time.Unix(0, newestStale), p.maxAge)
+		}
+		if len(names) == 0 {
+			return nil, providers.NewNoValue(info.Metric, what+" (no such objects)")
+		}
+		return nil, providers.NewNoValue(info.Metric, what)
+	}
+	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].DescribedObject.Name < out.Items[j].DescribedObject.Name })
+	return out, nil
+}
+
+// GetExternalMetric implements providers.Provider: every live series of the
+// metric visible from namespace and matching the selector, unsummed. If one
+// of them is stale the whole answer is refused, since the HPA would sum the
+// rest into a wrong number.
+func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	msel := selectorOrEverything(metricSelector)
+	now := p.clock.Now().UnixNano()
+	staleBefore := now - int64(p.maxAge)
+	out := &external_metrics.ExternalMetricValueList{}
+	known := false
+	var stale *series
+	p.store.view(info.Metric, func(f *family) {
+		if f == nil {
+			return
+		}
+		known = true
+		for _, sr := range f.list {
+			if !p.store.live(sr, now) {
+				continue
+			}
+			if ns, ok := sr.lookup(namespaceLabel); ok && ns != namespace {
+				continue
+			}
+			if !msel.Matches(sr) {
+				continue
+			}
+			if sr.ts < staleBefore {
+				if stale == nil || sr.ts > stale.ts {
+					stale = sr
+				}
+				continue
+			}
+			out.Items = append(out.Items, external_metrics.ExternalMetricValue{
+				MetricName:   info.Metric,
+				MetricLabels: sr.labelMap(),
+				Timestamp:    metav1.NewTime(time.Unix(0, sr.ts)),
+				Value:        Quantity(sr.value),
+			})
+		}
+	})
+	what := fmt.Sprintf("namespace %q", namespace)
+	if !msel.Empty() {
+		what += fmt.Sprintf(" with selector %q", msel.String())
+	}
+	switch {
+	case !known:
+		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
+	case stale != nil:
+		return nil, providers.NewStale(info.Metric, what+" (series "+formatLabels(stale)+")", time.Unix(0, stale.ts), p.maxAge)
+	case len(out.Items) == 0:
+		return nil, providers.NewNoValue(info.Metric, what)
+	}
+	return out, nil
+}
+
+func formatLabels(sr *series) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, l := range sr.labels {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(l.name.Value())
+		b.WriteString("=")
+		b.WriteString(strconv.Quote(l.value.Value()))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Quantity converts a sample value to a resource.Quantity, exactly to the
+// milli-unit, which is the precision the HPA works in.
+func Quantity(v float64) resource.Quantity {
+	m := math.Round(v * 1000)
+	if math.Abs(m) < 1<<62 {
+		return *resource.NewMilliQuantity(int64(m), resource.DecimalSI)
+	}
+	q, err := resource.ParseQuantity(strconv.FormatFloat(v, 'f', 0, 64))
+	if err != nil {
+		// unreachable for finite values; the push parsers refuse others
+		return *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	}
+	return q
+}
+
+// discovery caches the discovery lists.
+type discovery struct {
+	gen      uint64
+	at       time.Time
+	valid    bool
+	custom   []providers.CustomMetricInfo
+	external []providers.ExternalMetricInfo
+}
+
+// labelResource says which resource a label name names, if any (cached).
+func (p *Provider) labelResource(name string, now time.Time) (schema.GroupResource, bool, bool) {
+	if c, ok := p.labelRes[name]; ok && now.Sub(c.at) < mappingCacheTTL {
+		return c.gr, c.namespaced, c.ok
+	}
+	c := cachedLabel{at: now}
+	if p.mapper != nil {
+		if gvr, err := p.mapper.ResourceFor(schema.GroupVersionResource{Resource: name}); err == nil {
+			if gvk, err := p.mapper.KindFor(gvr); err == nil {
+				if m, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+					c.gr, c.ok = gvr.GroupResource(), true
+					c.namespaced = m.Scope.Name() == apimeta.RESTScopeNameNamespace
+				}
+			}
+		}
+	}
+	p.labelRes[name] = c
+	return c.gr, c.namespaced, c.ok
+}
+
+func (p *Provider) refreshDiscovery() {
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gen := p.store.generation()
+	if p.disc.valid && p.disc.gen == gen && now.Sub(p.disc.at) < mappingCacheTTL {
+		return
+	}
+	fams, gen := p.store.snapshot()
+	d := discovery{gen: gen, at: now, valid: true}
+	for _, f := range fams {
+		d.external = append(d.external, providers.ExternalMetricInfo{Metric: f.name})
+		hasNS := false
+		for _, ln := range f.labelNames {
+			if ln == "namespace" {
+				hasNS = true
+			}
+		}
+		seen := map[schema.GroupResource]bool{}
+		for _, ln := range f.labelNames {
+			gr, namespaced, ok := p.labelResource(ln, now)
+			if !ok || seen[gr] || (namespaced && !hasNS) {
+				continue
+			}
+			seen[gr] = true
+			d.custom = append(d.custom, providers.CustomMetricInfo{GroupResource: gr, Namespaced: namespaced, Metric: f.name})
+		}
+	}
+	p.disc = d
+}
+
+// ListAllMetrics implements providers.Provider.
+func (p *Provider) ListAllMetrics() []providers.CustomMetricInfo {
+	p.refreshDiscovery()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.disc.custom
+}
+
+// ListAllExternalMetrics implements providers.Provider.
+func (p *Provider) ListAllExternalMetrics() []providers.ExternalMetricInfo {
+	p.refreshDiscovery()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.disc.external
+}

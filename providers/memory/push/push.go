@@ -1,0 +1,166 @@
+// Package push is the HTTP endpoint that feeds pushed series to the
+// providers that store them. It listens on its own port, apart from the
+// aggregated API.
+//
+//	POST /push
+//	Authorization: Bearer <token from --push-token-file>
+//	Content-Type: text/plain (Prometheus text format) | application/json
+//
+// With a Forwarder, an accepted push is also sent to the other replicas
+// (marked with ForwardedHeader, so it is not forwarded again).
+//
+// Answers: 204 stored; 400 the body is invalid (the message names the line
+// or series); 401 missing or wrong token; 405 not POST; 413 body over the
+// limit; 415 unknown Content-Type; 507 the series limit is reached. A push is
+// stored whole or not at all. The formats are described in package
+// pushformat. GET /healthz answers 200 without a token.
+package push
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/metricscale/metricscale/adapter/metrics"
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/memory/pushformat"
+)
+
+// DefaultMaxBodyBytes bounds a push body.
+const DefaultMaxBodyBytes = 16 << 20
+
+// Sink stores samples; the provider registry is one.
+type Sink interface {
+	Append(samples []providers.Sample) error
+}
+
+// Handler serves POST /push.
+type Handler struct {
+	sink         Sink
+	token        []byte
+	maxBodyBytes int64
+	// OnAppend, if set, runs after each successful push (for gauges).
+	OnAppend func()
+	// Forwarder, if set, sends each push that did not come from a peer to
+	// the other replicas.
+	Forwarder *Forwarder
+}
+
+// NewHandler returns the push handler. token must not be empty: the endpoint
+// never accepts anonymous writes.
+func NewHandler(sink Sink, token string, maxBodyBytes int64) (*Handler, error) {
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return nil, errors.New("push: empty bearer token")
+	}
+	if maxBodyBytes <= 0 {
+		maxBodyBytes = DefaultMaxBodyBytes
+	}
+	return &Handler{sink: sink, token: []byte(token), maxBodyBytes: maxBodyBytes}, nil
+}
+
+// Mux returns a ServeMux with /push and /healthz.
+func (h *Handler) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/push", h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok")
+	})
+	return mux
+}
+
+func (h *Handler) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return false
+	}
+	got := []byte(strings.TrimSpace(auth[len(prefix):]))
+	return subtle.ConstantTimeCompare(got, h.token) == 1
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	metrics.PushRequests.WithLabelValues(strconv.Itoa(code)).Inc()
+	klog.V(2).InfoS("Push refused", "code", code, "remote", r.RemoteAddr, "reason", msg)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="metricscale-push"`)
+		h.fail(w, r, http.StatusUnauthorized, "unauthorized: a valid bearer token is required")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.fail(w, r, http.StatusMethodNotAllowed, "method %s not allowed: use POST", r.Method)
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	mediaType, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", ct)
+		return
+	}
+	var parse func([]byte) ([]providers.Sample, error)
+	switch mediaType {
+	case "text/plain", "application/openmetrics-text":
+		parse = pushformat.ParseText
+	case "application/json":
+		parse = pushformat.ParseJSON
+	default:
+		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", mediaType)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			h.fail(w, r, http.StatusRequestEntityTooLarge, "body larger than %d bytes", h.maxBodyBytes)
+			return
+		}
+		h.fail(w, r, http.StatusBadRequest, "reading body: %v", err)
+		return
+	}
+	samples, err := parse(body)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "invalid push: %v", err)
+		return
+	}
+	if len(samples) == 0 {
+		h.fail(w, r, http.StatusBadRequest, "invalid push: no series")
+		return
+	}
+	if err := h.sink.Append(samples); err != nil {
+		if errors.Is(err, memory.ErrStoreFull) {
+			h.fail(w, r, http.StatusInsufficientStorage, "not stored: %v", err)
+			return
+		}
+		h.fail(w, r, http.StatusBadRequest, "not stored: %v", err)
+		return
+	}
+	metrics.PushedSamples.Add(float64(len(samples)))
+	metrics.PushRequests.WithLabelValues(strconv.Itoa(http.StatusNoContent)).Inc()
+	if h.OnAppend != nil {
+		h.OnAppend()
+	}
+	if h.Forwarder != nil && r.Header.Get(ForwardedHeader) == "" {
+		h.Forwarder.Forward(ct, body, nil)
+	}
+	klog.V(5).InfoS("Push stored", "samples", len(samples), "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,106 @@
+package push
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
+)
+
+type recordingSink struct {
+	mu      sync.Mutex
+	samples []providers.Sample
+	err     error
+}
+
+func (s *recordingSink) Append(samples []providers.Sample) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.samples = append(s.samples, samples...)
+	return nil
+}
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+	const token = "s3cret-token"
+	tests := []struct {
+		name, method, auth, ctype, body string
+		sinkErr                         error
+		code                            int
+		contains                        string
+		stored                          int
+	}{
+		{"text", "POST", "Bearer " + token, "text/plain; version=0.0.4", "q{queue=\"a\"} 1\nq{queue=\"b\"} 2\n", nil, 204, "", 2},
+		{"json", "POST", "bearer " + token, "application/json", `{"series":[{"name":"q","value":3}]}`, nil, 204, "", 1},
+		{"openmetrics", "POST", "Bearer " + token, "application/openmetrics-text", "q 1\n# EOF\n", nil, 204, "", 1},
+		{"no token", "POST", "", "text/plain", "q 1", nil, 401, "bearer token", 0},
+		{"wrong token", "POST", "Bearer nope", "text/plain", "q 1", nil, 401, "", 0},
+		{"token prefix only", "POST", "Bearer " + token[:5], "text/plain", "q 1", nil, 401, "", 0},
+		{"basic auth", "POST", "Basic " + token, "text/plain", "q 1", nil, 401, "", 0},
+		{"GET", "GET", "Bearer " + token, "", "", nil, 405, "POST", 0},
+		{"no content type", "POST", "Bearer " + token, "", "q 1", nil, 415, "text/plain", 0},
+		{"xml", "POST", "Bearer " + token, "application/xml", "<q/>", nil, 415, "application/xml", 0},
+		{"bad text", "POST", "Bearer " + token, "text/plain", "q 1\nq{ 2", nil, 400, "line 2", 0},
+		{"bad json", "POST", "Bearer " + token, "application/json", `{"series":[{"name":"q"}]}`, nil, 400, "series[0].value", 0},
+		{"empty", "POST", "Bearer " + token, "text/plain", "# nothing\n", nil, 400, "no series", 0},
+		{"too large", "POST", "Bearer " + token, "text/plain", strings.Repeat("q 1\n", 1000), nil, 413, "larger than", 0},
+		{"store full", "POST", "Bearer " + token, "text/plain", "q 1", fmt.Errorf("memory provider %q: %w", "m", memory.ErrStoreFull), 507, "series limit", 0},
+		{"unrouted", "POST", "Bearer " + token, "text/plain", "q 1", errors.New(`sample 0: no route serves metric "q"`), 400, "no route", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sink := &recordingSink{err: tc.sinkErr}
+			h, err := NewHandler(sink, token+"\n", 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest(tc.method, "/push", strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			rec := httptest.NewRecorder()
+			h.Mux().ServeHTTP(rec, req)
+			body, _ := io.ReadAll(rec.Body)
+			if rec.Code != tc.code || !strings.Contains(string(body), tc.contains) {
+				t.Errorf("got %d %q, want %d containing %q", rec.Code, body, tc.code, tc.contains)
+			}
+			if len(sink.samples) != tc.stored {
+				t.Errorf("stored %d samples, want %d", len(sink.samples), tc.stored)
+			}
+			if tc.code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+}
+
+func TestHealthzNeedsNoToken(t *testing.T) {
+	t.Parallel()
+	h, _ := NewHandler(&recordingSink{}, "t", 0)
+	rec := httptest.NewRecorder()
+	h.Mux().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("healthz = %d", rec.Code)
+	}
+}
+
+func TestEmptyTokenRefused(t *testing.T) {
+	t.Parallel()
+	if _, err := NewHandler(&recordingSink{}, " \n", 0); err == nil {
+		t.Error("an empty token was accepted")
+	}
+}

@@ -1,0 +1,350 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sort"
+	"sync"
+	"time"
+	"unique"
+
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers"
+)
+
+// ErrStoreFull is returned when a push would exceed the series limit.
+var ErrStoreFull = errors.New("series limit reached")
+
+// maxFutureSkew is how far ahead of the adapter's clock a pushed timestamp
+// may be.
+const maxFutureSkew = 5 * time.Minute
+
+// label is one label pair. Both strings are interned: a Handle is one
+// pointer, and equal strings share one copy however many series use them.
+type label struct {
+	name  unique.Handle[string]
+	value unique.Handle[string]
+}
+
+// series is one stored time series: its labels (sorted by name, not
+// including the metric name) and its latest sample. 64 bytes plus 16 per
+// label.
+type series struct {
+	labels []label
+	value  float64
+	ts     int64 // sample time, Unix nanoseconds
+	seen   int64 // last push, Unix nanoseconds (for the TTL)
+	hash   uint64
+	next   *series // hash-collision chain
+	idx    int32   // position in family.list
+}
+
+// Has, Get and Lookup make *series a labels.Labels without allocating.
+func (s *series) Has(name string) bool {
+	_, ok := s.Lookup(name)
+	return ok
+}
+
+// Lookup returns the value of the named label and whether it is present.
+func (s *series) Lookup(name string) (string, bool) {
+	for _, l := range s.labels {
+		if l.name.Value() == name {
+			return l.value.Value(), true
+		}
+	}
+	return "", false
+}
+
+// Get returns the value of the named label, or "".
+func (s *series) Get(name string) string {
+	for _, l := range s.labels {
+		if l.name.Value() == name {
+			return l.value.Value()
+		}
+	}
+	return ""
+}
+
+// lookup returns the value of the label with the interned name.
+func (s *series) lookup(name unique.Handle[string]) (string, bool) {
+	for _, l := range s.labels {
+		if l.name == name {
+			return l.value.Value(), true
+		}
+	}
+	return "", false
+}
+
+func (s *series) labelMap() map[string]string {
+	m := make(map[string]string, len(s.labels))
+	for _, l := range s.labels {
+		m[l.name.Value()] = l.value.Value()
+	}
+	return m
+}
+
+// family holds every series of one metric name.
+type family struct {
+	name   string
+	byHash map[uint64]*series
+	list   []*series
+	// labelNames counts the series carrying each label name, for discovery.
+	labelNames map[unique.Handle[string]]int32
+}
+
+// Store is an in-process store of the latest sample of each series. It is
+// safe for concurrent use.
+type Store struct {
+	clock     clock.PassiveClock
+	ttl       time.Duration
+	maxSeries int
+	seed      maphash.Seed
+
+	mu       sync.RWMutex
+	families map[string]*family
+	count    int
+	// gen changes whenever the set of metric names or of label names per
+	// metric changes (not on value updates); discovery caches on it.
+	gen uint64
+}
+
+// NewStore returns an empty store. Series not pushed for ttl are deleted;
+// at most maxSeries are kept (0: no limit).
+func NewStore(clk clock.PassiveClock, ttl time.Duration, maxSeries int) *Store {
+	return &Store{
+		clock:     clk,
+		ttl:       ttl,
+		maxSeries: maxSeries,
+		seed:      maphash.MakeSeed(),
+		families:  map[string]*family{},
+	}
+}
+
+// point is one sample ready to store.
+type point struct {
+	name   string
+	labels []label
+	hash   uint64
+	value  float64
+	ts     int64
+}
+
+// prepare interns and sorts a sample's labels and hashes them.
+func (s *Store) prepare(name string, lbls map[string]string, value float64, ts time.Time) point {
+	p := point{name: name, value: value, ts: ts.UnixNano(), labels: make([]label, 0, len(lbls))}
+	for k, v := range lbls {
+		p.labels = append(p.labels, label{name: unique.Make(k), value: unique.Make(v)})
+	}
+	sort.Slice(p.labels, func(i, j int) bool { return p.labels[i].name.Value() < p.labels[j].name.Value() })
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	for _, l := range p.labels {
+		h.WriteString(l.name.Value())
+		h.WriteByte(0xff)
+		h.WriteString(l.value.Value())
+		h.WriteByte(0xfe)
+	}
+	p.hash = h.Sum64()
+	return p
+}
+
+func sameLabels(a, b []label) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the stored series of f with p's labels, or nil.
+func (f *family) find(p *point) *series {
+	for sr := f.byHash[p.hash]; sr != nil; sr = sr.next {
+		if sameLabels(sr.labels, p.labels) {
+			return sr
+		}
+	}
+	return nil
+}
+
+// Append stores the samples: all of them, or none if one is refused (a
+// timestamp too far in the future, or the series limit). A sample older
+// than the stored one for its series does not replace it.
+func (s *Store) Append(samples []providers.Sample) error {
+	now := s.clock.Now()
+	pts := make([]point, len(samples))
+	for i, smp := range samples {
+		ts := smp.Timestamp
+		if ts.IsZero() {
+			ts = now
+		} else if ts.After(now.Add(maxFutureSkew)) {
+			return fmt.Errorf("sample %d (%s): timestamp %s is more than %s in the future", i, smp.Name, ts.UTC().Format(time.RFC3339), maxFutureSkew)
+		}
+		pts[i] = s.prepare(smp.Name, smp.Labels, smp.Value, ts)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxSeries > 0 {
+		added := 0
+		seenNew := map[string]map[uint64]bool{}
+		for i := range pts {
+			p := &pts[i]
+			if f := s.families[p.name]; f != nil && f.find(p) != nil {
+				continue
+			}
+			if seenNew[p.name] == nil {
+				seenNew[p.name] = map[uint64]bool{}
+			}
+			if !seenNew[p.name][p.hash] {
+				seenNew[p.name][p.hash] = true
+				added++
+			}
+		}
+		if s.count+added > s.maxSeries {
+			return fmt.Errorf("%w: %d stored + %d new > %d", ErrStoreFull, s.count, added, s.maxSeries)
+		}
+	}
+	nowNano := now.UnixNano()
+	for i := range pts {
+		s.put(&pts[i], nowNano)
+	}
+	return nil
+}
+
+func (s *Store) put(p *point, now int64) {
+	f := s.families[p.name]
+	if f == nil {
+		f = &family{name: p.name, byHash: map[uint64]*series{}, labelNames: map[unique.Handle[string]]int32{}}
+		s.families[p.name] = f
+		s.gen++
+	}
+	if sr := f.find(p); sr != nil {
+		if p.ts >= sr.ts {
+			sr.value, sr.ts = p.value, p.ts
+		}
+		sr.seen = now
+		return
+	}
+	sr := &series{labels: p.labels, value: p.value, ts: p.ts, seen: now, hash: p.hash, next: f.byHash[p.hash], idx: int32(len(f.list))}
+	f.byHash[p.hash] = sr
+	f.list = append(f.list, sr)
+	for _, l := range sr.labels {
+		if f.labelNames[l.name]++; f.labelNames[l.name] == 1 {
+			s.gen++
+		}
+	}
+	s.count++
+}
+
+// remove deletes sr from f; the caller holds the write lock.
+func (s *Store) remove(f *family, sr *series) {
+	// unlink from the collision chain
+	if head := f.byHash[sr.hash]; head == sr {
+		if sr.next == nil {
+			delete(f.byHash, sr.hash)
+		} else {
+			f.byHash[sr.hash] = sr.next
+		}
+	} else {
+		for prev := head; prev != nil; prev = prev.next {
+			if prev.next == sr {
+				prev.next = sr.next
+				break
+			}
+		}
+	}
+	// swap-remove from the list
+	last := f.list[len(f.list)-1]
+	f.list[sr.idx] = last
+	last.idx = sr.idx
+	f.list[len(f.list)-1] = nil
+	f.list = f.list[:len(f.list)-1]
+	for _, l := range sr.labels {
+		if f.labelNames[l.name]--; f.labelNames[l.name] <= 0 {
+			delete(f.labelNames, l.name)
+			s.gen++
+		}
+	}
+	s.count--
+	if len(f.list) == 0 {
+		delete(s.families, f.name)
+		s.gen++
+	}
+}
+
+// Expire deletes the series not pushed for the TTL and returns how many.
+func (s *Store) Expire() int {
+	cutoff := s.clock.Now().Add(-s.ttl).UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.families {
+		for i := 0; i < len(f.list); {
+			if sr := f.list[i]; sr.seen < cutoff {
+				s.remove(f, sr) // moves the last series to i
+				n++
+				continue
+			}
+			i++
+		}
+	}
+	return n
+}
+
+// Len is the number of stored series.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.count
+}
+
+// view calls fn with the family of the metric (nil if none) under the read
+// lock; series past the TTL but not yet expired are skipped by the callers
+// through live().
+func (s *Store) view(metric string, fn func(f *family)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(s.families[metric])
+}
+
+// live reports whether sr is within the TTL at now (Unix nanoseconds).
+func (s *Store) live(sr *series, now int64) bool {
+	return now-sr.seen <= int64(s.ttl)
+}
+
+// familyInfo is what discovery needs of one metric.
+type familyInfo struct {
+	name       string
+	labelNames []string
+}
+
+// snapshot returns the metric names and their label names, sorted, and the
+// generation they belong to.
+func (s *Store) snapshot() ([]familyInfo, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]familyInfo, 0, len(s.families))
+	for name, f := range s.families {
+		fi := familyInfo{name: name, labelNames: make([]string, 0, len(f.labelNames))}
+		for ln := range f.labelNames {
+			fi.labelNames = append(fi.labelNames, ln.Value())
+		}
+		sort.Strings(fi.labelNames)
+		out = append(out, fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, s.gen
+}
+
+// generation returns the current generation.
+func (s *Store) generation() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen
+}
