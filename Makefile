@@ -29,9 +29,12 @@ fmt-check:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
+	$(GO) test -run '^$$' -bench . -benchtime 20000x ./adapter/bench/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 3m ./autoscaler/scenario
+	$(GO) test -run '^$$' -fuzz FuzzParseText -fuzztime 2m ./providers/memory/pushformat
+	$(GO) test -run '^$$' -fuzz FuzzParseJSON -fuzztime 2m ./providers/memory/pushformat
 
 # The main job in one command: a queue autoscaled end to end on the local cluster.
 # DEMO_ARGS=--keep leaves it running; --fast shortens the traffic pattern.
