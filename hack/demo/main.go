@@ -59,10 +59,10 @@ type phase struct {
 
 var (
 	pattern = []phase{
-		{"quiet", 30, 4, 4},
-		{"ramp", 45, 4, 60},
+		{"quiet", 20, 4, 4},
+		{"ramp", 40, 4, 60},
 		{"spike", 30, 150, 150},
-		{"quiet", 75, 4, 4},
+		{"quiet", 60, 4, 4},
 	}
 	fastPattern = []phase{
 		{"quiet", 5, 4, 4},
@@ -275,11 +275,12 @@ type sample struct {
 // workers drain drainRate each, and the depth is pushed to the adapter.
 func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase) ([]sample, Summary, error) {
 	var (
-		tl        []sample
-		sum       Summary
-		depth     float64
-		spikeEnd  = spikeEndOf(phases)
-		drainedAt = -1
+		tl          []sample
+		sum         Summary
+		depth       float64
+		spikeEnd    = spikeEndOf(phases)
+		drainedAt   = -1
+		lastDesired = int32(1)
 	)
 	total := 0
 	for _, p := range phases {
@@ -294,8 +295,10 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 		arrivals := 0.0
 		if ph != nil {
 			arrivals = ph.From + (ph.To-ph.From)*float64(into)/float64(max(1, ph.Seconds-1))
-		} else if depth < 1 || sec > total+120 {
-			break // the pattern is over and the queue is empty (or gave up)
+		} else if (depth < 1 && lastDesired <= 1) || sec > total+150 {
+			// The pattern is over, the queue empty and the workers back at
+			// their minimum (or it took too long).
+			break
 		}
 		d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -309,6 +312,7 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 		}
 		reason := autoscalerReason(ctx, dyn)
 		s := sample{at: time.Since(start), depth: int(depth), ready: ready, desired: *d.Spec.Replicas, arrivals: int(arrivals), served: int(served)}
+		lastDesired = s.desired
 		tl = append(tl, s)
 		sum.PeakDepth = max(sum.PeakDepth, s.depth)
 		sum.PeakReplicas = max(sum.PeakReplicas, s.desired)
@@ -317,6 +321,9 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 			drainedAt = sec
 		}
 		phaseName := "drain"
+		if depth < 1 {
+			phaseName = "calm"
+		}
 		if ph != nil {
 			phaseName = ph.Name
 		}
