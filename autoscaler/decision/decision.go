@@ -571,11 +571,7 @@ func quantity(name corev1.ResourceName, milli int64) resource.Quantity {
 // normalize applies the rules of an autoscaler without behavior.
 func (p *Plan) normalize(current, desired int32, window time.Duration) int32 {
 	stabilized := p.history.Stabilize(desired, window, p.clock)
-	if stabilized != desired {
-		p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
-	} else {
-		p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, "ReadyForNewScale", "recommended size matches current size")
-	}
+	p.setStabilized(stabilized, desired, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
 	lim := behavior.ClampWithoutBehavior(current, stabilized, p.minimum, p.hpa.Spec.MaxReplicas)
 	p.setLimited(lim, stabilized)
 	return lim.Replicas
@@ -590,14 +586,19 @@ func (p *Plan) normalizeWithBehavior(current, desired int32, window time.Duratio
 		Max:       p.hpa.Spec.MaxReplicas,
 	}
 	st := p.history.StabilizeWithBehavior(rules, current, desired, window, p.clock)
-	if st.Replicas != desired {
-		p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, st.Reason, st.Message)
-	} else {
-		p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, "ReadyForNewScale", "recommended size matches current size")
-	}
+	p.setStabilized(st.Replicas, desired, st.Reason, st.Message)
 	lim := p.history.LimitByRate(rules, current, st.Replicas, p.clock)
 	p.setLimited(lim, st.Replicas)
 	return lim.Replicas
+}
+
+// setStabilized reports whether stabilization held the proposal back.
+func (p *Plan) setStabilized(stabilized, desired int32, reason, message string) {
+	if stabilized != desired {
+		p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, reason, message)
+		return
+	}
+	p.setCondition(autoscalingv2.AbleToScale, corev1.ConditionTrue, "ReadyForNewScale", "recommended size matches current size")
 }
 
 func (p *Plan) setLimited(lim behavior.Limit, before int32) {

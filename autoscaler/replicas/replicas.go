@@ -372,13 +372,9 @@ func (c *Calculator) ObjectAverageValue(ctx context.Context, statusReplicas int3
 // ExternalValue proposes replicas for an External metric with a Value
 // target: the matching series are summed (saturating at MaxInt64).
 func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
-	sel, err := metav1.LabelSelectorAsSelector(metricSelector)
+	values, err := c.external(ctx, metricName, metricSelector)
 	if err != nil {
 		return 0, 0, err
-	}
-	values, _, err := c.Source.ExternalMetric(ctx, metricName, c.Namespace, sel)
-	if err != nil {
-		return 0, 0, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", c.Namespace, metricName, metricSelector, err)
 	}
 	var usage int64
 	for _, v := range values {
@@ -395,13 +391,9 @@ func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, t
 // ExternalAverageValue proposes replicas for an External metric with an
 // AverageValue target: the summed series shared by the current pods.
 func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas int32, targetPerPod int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
-	sel, err := metav1.LabelSelectorAsSelector(metricSelector)
+	values, err := c.external(ctx, metricName, metricSelector)
 	if err != nil {
 		return 0, 0, err
-	}
-	values, _, err := c.Source.ExternalMetric(ctx, metricName, c.Namespace, sel)
-	if err != nil {
-		return 0, 0, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", c.Namespace, metricName, metricSelector, err)
 	}
 	var usage int64
 	for _, v := range values {
@@ -427,6 +419,19 @@ func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas in
 		usage = int64(math.Ceil(float64(usage) / float64(statusReplicas)))
 	}
 	return proposal, usage, nil
+}
+
+// external reads an External metric's matching series.
+func (c *Calculator) external(ctx context.Context, metricName string, metricSelector *metav1.LabelSelector) ([]int64, error) {
+	sel, err := metav1.LabelSelectorAsSelector(metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	values, _, err := c.Source.ExternalMetric(ctx, metricName, c.Namespace, sel)
+	if err != nil {
+		return nil, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", c.Namespace, metricName, metricSelector, err)
+	}
+	return values, nil
 }
 
 // computeRequests fills c.requests with each pod's request of resource: one
