@@ -42,6 +42,10 @@ METRICS_SERVER_PORT=4443
 ADAPTER_PORT=6444
 PUSH_PORT=6445
 AUTOSCALER_PORT=6446
+PROMETHEUS_PORT=9090
+EXPORTER_PORT=9105
+
+PROMETHEUS_BIN=${METRICSCALE_PROMETHEUS_BIN:-/usr/bin/prometheus}
 
 # Every component `up` may start, in start order.
 ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler)
@@ -341,6 +345,44 @@ build_all() {
   build_module kwok kwok sigs.k8s.io/kwok/cmd/kwok
   build_module metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server
   write_kwok_config
+}
+
+# ---------------------------------------------------------------- Prometheus
+
+# install_prometheus — makes sure Debian's prometheus package (its binary /usr/bin/prometheus)
+# is installed, installing it with apt-get when it is not (root only). The package's own
+# service is never used: `up` runs its own prometheus process with a generated config.
+install_prometheus() {
+  [[ -x $PROMETHEUS_BIN ]] && return 0
+  if [[ $(id -u) != 0 ]]; then
+    die "$PROMETHEUS_BIN is missing; install Debian's package as root (apt-get install --no-install-recommends prometheus), or use 'up --no-prometheus'"
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "$PROMETHEUS_BIN is missing and there is no apt-get to install it; use 'up --no-prometheus'"
+  local t0 ilog=$CACHE_ROOT/install-prometheus.log rc=0
+  t0=$(now_ms)
+  mkdir -p "$CACHE_ROOT"
+  log "    installing Debian's prometheus package (apt-get; log $ilog)"
+  # The package ships a service and its postinst may try to start it: without systemd that
+  # can fail, and a running service would take port 9090. A policy-rc.d that forbids
+  # starting services (exit 101) prevents both; one that already exists is left alone.
+  local policy=/usr/sbin/policy-rc.d ours=false
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\n# written by metricscale hack/cluster.sh while installing prometheus\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    ours=true
+  fi
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends prometheus
+  } >"$ilog" 2>&1 || rc=$?
+  [[ $ours == true ]] && rm -f "$policy"
+  if [[ ! -x $PROMETHEUS_BIN ]]; then
+    tail -n 20 "$ilog" >&2
+    die "installing prometheus failed (apt-get exit code $rc; full log: $ilog)"
+  fi
+  # A package script that failed only at starting the service leaves the binary usable.
+  [[ $rc -eq 0 ]] || warn "apt-get exited with $rc while installing prometheus, but $PROMETHEUS_BIN is there (see $ilog)"
+  log "    installed $("$PROMETHEUS_BIN" --version 2>&1 | head -n 1) in $(secs $(($(now_ms) - t0)))"
 }
 
 # ---------------------------------------------------------------- state
@@ -920,6 +962,7 @@ case $CMD in
   env) cmd_env ;;
   kubectl) cmd_kubectl ;;
   restart-autoscaler) cmd_restart_autoscaler ;;
+  install-prometheus) install_prometheus ;;
   build)
     UP_START=$(now_ms)
     phase_begin "build binaries (cache: $BIN)"
