@@ -45,6 +45,11 @@ type Settings struct {
 	InitialReadinessDelay        time.Duration
 	DownscaleStabilizationWindow time.Duration
 	Gates                        Gates
+	// UpstreamArithmetic replays kube-controller-manager's int32/int64
+	// wrapping and its reading of a negative External sum as an overflow,
+	// and its int64(NaN) average at status.replicas 0, for investigations.
+	// Off, counts saturate and negatives stay negative (docs/scenarios.md).
+	UpstreamArithmetic bool
 }
 
 // DefaultSettings are kube-controller-manager v1.36's defaults.
@@ -120,6 +125,7 @@ type Plan struct {
 	done      bool
 	gates     Gates
 	hasObjExt bool
+	upstream  bool
 }
 
 // Result is a finished reconcile.
@@ -161,6 +167,7 @@ func Decide(ctx context.Context, in Input) *Plan {
 		history:  in.History.DeepCopy(),
 		clock:    ticking(in.Now),
 		gates:    in.Settings.Gates,
+		upstream: in.Settings.UpstreamArithmetic,
 		// Until a rescale, the target keeps the size it has.
 		CurrentReplicas: in.Scale.Replicas,
 	}
@@ -447,7 +454,9 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get object metric value: failed to get %s object metric: %w", src.Metric.Name, err)
 			}
-			st.Object.Current.AverageValue = resource.NewMilliQuantity(usage, resource.DecimalSI)
+			if p.averageDefined(scale) {
+				st.Object.Current.AverageValue = resource.NewMilliQuantity(usage, resource.DecimalSI)
+			}
 			*status = st
 			return proposal, fmt.Sprintf("%s metric %s", src.DescribedObject.Kind, src.Metric.Name), "", nil
 		}
@@ -515,7 +524,9 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get %s external metric value: %w", src.Metric.Name, err)
 			}
-			st.External.Current.AverageValue = resource.NewMilliQuantity(usage, resource.DecimalSI)
+			if p.averageDefined(scale) {
+				st.External.Current.AverageValue = resource.NewMilliQuantity(usage, resource.DecimalSI)
+			}
 			*status = st
 			return proposal, name, "", nil
 		case src.Target.Value != nil:
@@ -530,6 +541,13 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 		return 0, "", reason, fmt.Errorf("failed to get %s external metric value: invalid external metric source: neither a value target nor an average value target was set", src.Metric.Name)
 	}
 	return 0, "", "InvalidMetricSourceType", fmt.Errorf("unknown metric source type %q", string(spec.Type))
+}
+
+// averageDefined says whether an Object or External average per pod can be
+// reported: with status.replicas 0 upstream writes int64(usage/0), which is
+// platform-defined garbage (-9223372036854775808m on amd64).
+func (p *Plan) averageDefined(scale Scale) bool {
+	return scale.StatusReplicas != 0 || p.upstream
 }
 
 // resourceMetric proposes a count for a Resource or ContainerResource

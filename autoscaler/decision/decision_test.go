@@ -287,3 +287,32 @@ func TestDryRunWritesNothing(t *testing.T) {
 		t.Errorf("AbleToScale %s, want True/DryRun", got)
 	}
 }
+
+// TestNoAverageWithoutStatusReplicas: with status.replicas 0 an average per
+// pod is undefined; the status leaves it unset instead of int64(NaN or Inf).
+func TestNoAverageWithoutStatusReplicas(t *testing.T) {
+	t.Parallel()
+	pods := makePods(1)
+	cases := []struct {
+		name  string
+		scale Scale
+		queue []int64
+	}{
+		{"new deployment, 1 replica not yet counted", Scale{1, 0, "app=web"}, []int64{90000}},
+		{"empty queue", Scale{1, 0, "app=web"}, []int64{0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := Input{Autoscaler: hpa(nil, 10, externalMetric("30")), Scale: tc.scale, Pods: pods,
+				Metrics: &source{external: tc.queue, pods: pods}, Settings: DefaultSettings(), Now: now}
+			res := run(in, nil)
+			if len(res.Status.CurrentMetrics) != 1 || res.Status.CurrentMetrics[0].External == nil {
+				t.Fatalf("currentMetrics %+v, want one External status", res.Status.CurrentMetrics)
+			}
+			if avg := res.Status.CurrentMetrics[0].External.Current.AverageValue; avg != nil {
+				t.Errorf("averageValue %s, want it unset with status.replicas 0", avg)
+			}
+		})
+	}
+}
