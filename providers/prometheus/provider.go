@@ -1,0 +1,481 @@
+// Package prometheus is the Prometheus provider (type "prometheus"): a
+// drop-in for prometheus-adapter v0.12. Its rules file gives the same metric
+// names, discovery lists, PromQL and values; what differs is speed: objects
+// behind a label selector come from the adapter's watch cache, identical
+// concurrent queries share one PromQL call, results may be cached briefly,
+// and discovery always answers from the last relist without waiting.
+package prometheus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pmodel "github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/naming"
+	"github.com/metricscale/metricscale/providers/prometheus/rules"
+)
+
+// Type is the config type of this provider.
+const Type = "prometheus"
+
+// relistParallelism bounds concurrent /api/v1/series calls of one relist.
+const relistParallelism = 4
+
+// Factory builds Prometheus providers.
+type Factory struct{}
+
+var _ providers.Factory = Factory{}
+
+// Validate implements providers.Factory.
+func (Factory) Validate(field string, raw json.RawMessage) error {
+	_, err := parseOptions(field, raw)
+	return err
+}
+
+// New implements providers.Factory. It does not contact Prometheus: the
+// first relist runs in Run.
+func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
+	s, err := parseOptions("options", raw)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus provider %q: %w", name, err)
+	}
+	return newProvider(name, s, deps)
+}
+
+// NewFromOptions builds a provider from Options (the drop-in mode builds
+// them from prometheus-adapter's flags and rules file).
+func NewFromOptions(name string, o Options, deps providers.Deps) (*Provider, error) {
+	s, err := validate("options", o)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus provider %q: %w", name, err)
+	}
+	return newProvider(name, s, deps)
+}
+
+func newProvider(name string, s *settings, deps providers.Deps) (*Provider, error) {
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	res := deps.Resources
+	if res == nil {
+		res = naming.NewResolver(deps.Mapper, clk)
+	}
+	set, err := rules.Compile("options", s.Config, res)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus provider %q: %w", name, err)
+	}
+	c, err := newClient(s, clk)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus provider %q: %w", name, err)
+	}
+	p := &Provider{
+		name: name, s: s, set: set, client: c, resolver: res, objects: deps.Objects, clock: clk,
+		series: map[string][]pmodel.LabelSet{},
+	}
+	p.disc.Store(&rules.Discovery{Custom: map[rules.CustomKey]rules.Entry{}, External: map[string]rules.Entry{}})
+	return p, nil
+}
+
+// Provider serves custom, external and resource metrics from Prometheus.
+type Provider struct {
+	name     string
+	s        *settings
+	set      *rules.Set
+	client   *client
+	resolver *naming.Resolver
+	objects  providers.ObjectLister
+	clock    clock.PassiveClock
+
+	disc atomic.Pointer[rules.Discovery]
+
+	relistMu sync.Mutex
+	series   map[string][]pmodel.LabelSet // last answer per seriesQuery
+
+	mu       sync.Mutex
+	relisted bool
+	lastErr  error
+}
+
+var (
+	_ providers.CustomProvider   = (*Provider)(nil)
+	_ providers.ExternalProvider = (*Provider)(nil)
+	_ providers.ResourceProvider = (*Provider)(nil)
+	_ providers.Runner           = (*Provider)(nil)
+	_ providers.ReadinessChecker = (*Provider)(nil)
+)
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return p.name }
+
+// PromQLCalls is how many PromQL queries the provider has sent.
+func (p *Provider) PromQLCalls() int64 { return p.client.calls.Load() }
+
+// HasResourceRules tells whether the provider serves metrics.k8s.io.
+func (p *Provider) HasResourceRules() bool { return p.set.Resource != nil }
+
+// Run relists series now and then every relist interval until ctx is done.
+func (p *Provider) Run(ctx context.Context) {
+	t := time.NewTicker(p.s.relistInterval)
+	defer t.Stop()
+	for {
+		if err := p.Relist(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Relisting series from Prometheus failed; serving the last list", "provider", p.name)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Ready implements providers.ReadinessChecker: ready once a relist has
+// succeeded, so discovery is not served empty.
+func (p *Provider) Ready(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.relisted {
+		return nil
+	}
+	if p.lastErr != nil {
+		return fmt.Errorf("prometheus provider %q: no series listed yet: %w", p.name, p.lastErr)
+	}
+	return fmt.Errorf("prometheus provider %q: no series listed yet", p.name)
+}
+
+// Relist lists the series of every distinct seriesQuery over the max age
+// and replaces the discovery lists. A seriesQuery that fails keeps its last
+// answer, so one bad rule does not empty the others' metrics.
+func (p *Provider) Relist(ctx context.Context) error {
+	p.relistMu.Lock()
+	defer p.relistMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, min(p.s.relistInterval, 5*time.Minute))
+	defer cancel()
+
+	var selectors []string
+	seen := map[string]bool{}
+	for _, rs := range [][]*rules.Rule{p.set.Custom, p.set.External} {
+		for _, r := range rs {
+			if q := r.SeriesQuery(); !seen[q] {
+				seen[q] = true
+				selectors = append(selectors, q)
+			}
+		}
+	}
+	start := p.clock.Now().Add(-p.s.maxAge)
+	type result struct {
+		sel    string
+		series []pmodel.LabelSet
+		err    error
+	}
+	results := make([]result, len(selectors))
+	sem := make(chan struct{}, relistParallelism)
+	var wg sync.WaitGroup
+	for i, sel := range selectors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s, err := p.client.series(ctx, sel, start)
+			results[i] = result{sel: sel, series: s, err: err}
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	n := 0
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("series %s: %w", r.sel, r.err))
+			continue
+		}
+		p.series[r.sel] = r.series
+		n += len(r.series)
+	}
+	d := rules.Discover(p.set, p.series)
+	p.disc.Store(d)
+	err := errors.Join(errs...)
+	p.mu.Lock()
+	p.lastErr = err
+	if err == nil {
+		p.relisted = true
+	}
+	p.mu.Unlock()
+	klog.V(2).InfoS("Relisted series", "provider", p.name, "selectors", len(selectors), "series", n,
+		"customMetrics", len(d.CustomList), "externalMetrics", len(d.ExternalList), "failed", len(errs))
+	return err
+}
+
+// ListAllMetrics implements providers.CustomProvider: the last relist's list.
+func (p *Provider) ListAllMetrics() []providers.CustomMetricInfo { return p.disc.Load().CustomList }
+
+// ListAllExternalMetrics implements providers.ExternalProvider.
+func (p *Provider) ListAllExternalMetrics() []providers.ExternalMetricInfo {
+	return p.disc.Load().ExternalList
+}
+
+// customEntry finds the rule serving a custom metric.
+func (p *Provider) customEntry(info providers.CustomMetricInfo) (*naming.Resource, rules.Entry, error) {
+	res, err := p.resolver.Resolve(info.GroupResource)
+	if err != nil {
+		return nil, rules.Entry{}, err
+	}
+	e, ok := p.disc.Load().Custom[rules.CustomKey{GR: res.GR, Metric: info.Metric}]
+	if !ok {
+		return nil, rules.Entry{}, providers.NewUnknownMetric(res.GR, info.Metric)
+	}
+	return res, e, nil
+}
+
+// queryError classifies a rendering error: a selector PromQL cannot express
+// is the client's (400), anything else the rule's (503 naming it).
+func (p *Provider) queryError(e rules.Entry, metric string, sel labels.Selector, err error) error {
+	var se *rules.SelectorError
+	if errors.As(err, &se) {
+		return providers.NewBadSelector(selectorString(sel), se.Err)
+	}
+	return providers.NewBackendError(p.name, fmt.Errorf("%s: rendering the query of metric %s: %w", e.Rule.Field, metric, err))
+}
+
+func (p *Provider) run(ctx context.Context, metric, q string) (pmodel.Value, error) {
+	v, err := p.client.query(ctx, q)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: query %s: %w", metric, shorten(q), err))
+	}
+	return v, nil
+}
+
+func selectorString(s labels.Selector) string {
+	if s == nil {
+		return ""
+	}
+	return s.String()
+}
+
+// vectorOf returns a query result as a vector; a scalar is one sample
+// without labels.
+func vectorOf(v pmodel.Value) (pmodel.Vector, error) {
+	switch v := v.(type) {
+	case pmodel.Vector:
+		return v, nil
+	case *pmodel.Scalar:
+		return pmodel.Vector{{Value: v.Value, Timestamp: v.Timestamp, Metric: pmodel.Metric{}}}, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unexpected result type %s (want a vector)", v.Type())
+}
+
+// objectValues maps a custom query's result to object names through the
+// resource label; with several samples for one object the last wins, as in
+// prometheus-adapter.
+func objectValues(vec pmodel.Vector, label string) map[string]*pmodel.Sample {
+	out := make(map[string]*pmodel.Sample, len(vec))
+	for _, s := range vec {
+		if s == nil {
+			continue
+		}
+		out[string(s.Metric[pmodel.LabelName(label)])] = s
+	}
+	return out
+}
+
+// GetMetricByName implements providers.CustomProvider.
+func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	res, e, err := p.customEntry(info)
+	if err != nil {
+		return nil, err
+	}
+	ns := name.Namespace
+	if !res.Namespaced || res.IsNamespace() {
+		ns = ""
+	}
+	q, err := e.Rule.Query(e.Series, res.GR, ns, metricSelector, name.Name)
+	if err != nil {
+		return nil, p.queryError(e, info.Metric, metricSelector, err)
+	}
+	v, err := p.run(ctx, info.Metric, q)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := vectorOf(v)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
+	}
+	label, err := e.Rule.Converter().LabelForResource(res.GR)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, info.Metric, err))
+	}
+	s, ok := objectValues(vec, label)[name.Name]
+	if !ok {
+		object := name.Name
+		if ns != "" {
+			object = ns + "/" + name.Name
+		}
+		if metricSelector != nil && !metricSelector.Empty() {
+			return nil, providers.NewNoValue(info.Metric, fmt.Sprintf("%s %s with metric selector %s", res.GR, object, metricSelector))
+		}
+		return nil, providers.NewObjectNotFound(res.GR, info.Metric, object)
+	}
+	mv := metricValue(res, ns, name.Name, info.Metric, metricSelector, s)
+	return &mv, nil
+}
+
+// GetMetricBySelector implements providers.CustomProvider. The objects come
+// from the watch cache, sorted so equal selections render equal queries,
+// which then coalesce and cache.
+func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	res, e, err := p.customEntry(info)
+	if err != nil {
+		return nil, err
+	}
+	if p.objects == nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("no object lister to resolve %s selector %s", res.GR, selector))
+	}
+	ns := namespace
+	if !res.Namespaced || res.IsNamespace() {
+		ns = ""
+	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	names, err := p.objects.ListNames(ctx, res.GR, ns, selector)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("%s in namespace %q matching %q", res.GR, ns, selector.String())
+	if ns == "" {
+		what = fmt.Sprintf("%s matching %q", res.GR, selector.String())
+	}
+	if len(names) == 0 {
+		return nil, providers.NewNoValue(info.Metric, what+" (no such objects)")
+	}
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	q, err := e.Rule.Query(e.Series, res.GR, ns, metricSelector, names...)
+	if err != nil {
+		return nil, p.queryError(e, info.Metric, metricSelector, err)
+	}
+	v, err := p.run(ctx, info.Metric, q)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := vectorOf(v)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
+	}
+	label, err := e.Rule.Converter().LabelForResource(res.GR)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, info.Metric, err))
+	}
+	values := objectValues(vec, label)
+	out := &custom_metrics.MetricValueList{}
+	for _, n := range names {
+		if s, ok := values[n]; ok {
+			out.Items = append(out.Items, metricValue(res, ns, n, info.Metric, metricSelector, s))
+		}
+	}
+	if len(out.Items) == 0 {
+		return nil, providers.NewNoValue(info.Metric, what)
+	}
+	return out, nil
+}
+
+func metricValue(res *naming.Resource, ns, name, metric string, msel labels.Selector, s *pmodel.Sample) custom_metrics.MetricValue {
+	mv := custom_metrics.MetricValue{
+		DescribedObject: custom_metrics.ObjectReference{APIVersion: res.APIVersion, Kind: res.Kind, Namespace: ns, Name: name},
+		Metric:          custom_metrics.MetricIdentifier{Name: metric},
+		Timestamp:       metav1.NewTime(s.Timestamp.Time()),
+		Value:           Quantity(float64(s.Value)),
+	}
+	if msel != nil && !msel.Empty() {
+		if ls, err := metav1.ParseToLabelSelector(msel.String()); err == nil {
+			mv.Metric.Selector = ls
+		}
+	}
+	return mv
+}
+
+// GetExternalMetric implements providers.ExternalProvider: one item per
+// result series, with its labels.
+func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	e, ok := p.disc.Load().External[info.Metric]
+	if !ok {
+		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
+	}
+	q, err := e.Rule.ExternalQuery(e.Series, namespace, metricSelector)
+	if err != nil {
+		return nil, p.queryError(e, info.Metric, metricSelector, err)
+	}
+	v, err := p.run(ctx, info.Metric, q)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := vectorOf(v)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
+	}
+	out := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(vec))}
+	for _, s := range vec {
+		if s == nil {
+			continue
+		}
+		lbls := make(map[string]string, len(s.Metric))
+		for k, v := range s.Metric {
+			lbls[string(k)] = string(v)
+		}
+		out.Items = append(out.Items, external_metrics.ExternalMetricValue{
+			MetricName:   info.Metric,
+			MetricLabels: lbls,
+			Timestamp:    metav1.NewTime(s.Timestamp.Time()),
+			Value:        Quantity(float64(s.Value)),
+		})
+	}
+	if len(out.Items) == 0 {
+		what := fmt.Sprintf("namespace %q", namespace)
+		if metricSelector != nil && !metricSelector.Empty() {
+			what += fmt.Sprintf(" with selector %q", metricSelector.String())
+		}
+		return nil, providers.NewNoValue(info.Metric, what)
+	}
+	return out, nil
+}
+
+// Quantity converts a sample as prometheus-adapter does: milli-units,
+// truncated; NaN is 0 (and ±Inf the largest quantity, where
+// prometheus-adapter's int64 conversion is undefined).
+func Quantity(v float64) resource.Quantity {
+	return milli(v, resource.DecimalSI)
+}
+
+func milli(v float64, f resource.Format) resource.Quantity {
+	switch m := v * 1000; {
+	case math.IsNaN(v):
+		return *resource.NewQuantity(0, f)
+	case m >= math.MaxInt64:
+		return *resource.NewMilliQuantity(math.MaxInt64, f)
+	case m <= math.MinInt64:
+		return *resource.NewMilliQuantity(math.MinInt64, f)
+	default:
+		return *resource.NewMilliQuantity(int64(m), f)
+	}
+}
