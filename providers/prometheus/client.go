@@ -148,9 +148,13 @@ func (c *client) do(ctx context.Context, q string) (pmodel.Value, error) {
 	c.calls.Add(1)
 	var opts []v1.Option
 	if dl, ok := ctx.Deadline(); ok {
-		// Prometheus stops evaluating when we stop waiting
-		if left := time.Until(dl); left > 0 {
+		// Prometheus stops evaluating when we stop waiting. Whole seconds:
+		// client_golang writes time.Duration.String(), and Prometheus
+		// refuses fractions ("9.99s").
+		if left := time.Until(dl).Truncate(time.Second); left > 0 {
 			opts = append(opts, v1.WithTimeout(left))
+		} else {
+			opts = append(opts, v1.WithTimeout(time.Second))
 		}
 	}
 	start := time.Now()

@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	pmodel "github.com/prometheus/common/model"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,6 +87,16 @@ func (f *fakeProm) serve(w http.ResponseWriter, r *http.Request) {
 	case "/api/v1/query":
 		f.queries.Add(1)
 		q := r.Form.Get("query")
+		if to := r.Form.Get("timeout"); to != "" {
+			// as Prometheus parses it: float seconds or a Prometheus duration
+			if _, err := strconv.ParseFloat(to, 64); err != nil {
+				if _, err := pmodel.ParseDuration(to); err != nil {
+					w.WriteHeader(http.StatusBadRequest)
+					writeJSON(w, map[string]any{"status": "error", "errorType": "bad_data", "error": fmt.Sprintf("invalid parameter \"timeout\": %v", err)})
+					return
+				}
+			}
+		}
 		f.mu.Lock()
 		f.lastQ = q
 		f.mu.Unlock()

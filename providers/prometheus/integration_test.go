@@ -1,0 +1,163 @@
+package prometheus
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/naming"
+)
+
+const prometheusBinary = "/usr/bin/prometheus"
+
+// TestRealPrometheus runs the provider against a real Prometheus on a free
+// loopback port, scraping a target served by the test itself.
+func TestRealPrometheus(t *testing.T) {
+	if _, err := os.Stat(prometheusBinary); err != nil {
+		t.Skipf("%s is absent (install Debian's prometheus package to run this test): %v", prometheusBinary, err)
+	}
+	t.Parallel()
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprint(w, `# TYPE queue_messages_ready gauge
+queue_messages_ready{namespace="default",queue="jobs"} 240
+queue_messages_ready{namespace="default",queue="mail"} 3.5
+queue_messages_ready{namespace="other",queue="jobs"} 1
+# TYPE inflight_requests gauge
+inflight_requests{namespace="default",pod="web-0"} 4
+inflight_requests{namespace="default",pod="web-1"} 6
+inflight_requests{namespace="default",pod="web-1",path="x"} 1
+`)
+	}))
+	defer target.Close()
+
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n- job_name: test\n  static_configs: [{targets: [%q]}]\n",
+		strings.TrimPrefix(target.URL, "http://"))
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prometheusBinary,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+		"--log.level=warn")
+	logs, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	}()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	rulesYAML := `
+rules:
+- seriesQuery: '{__name__="inflight_requests",namespace!="",pod!=""}'
+  resources: {template: "<<.Resource>>"}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+externalRules:
+- seriesQuery: '{__name__="queue_messages_ready"}'
+  resources: {overrides: {namespace: {resource: namespace}}}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (queue)'
+- seriesQuery: '{__name__="queue_messages_ready"}'
+  name: {as: broken_query}
+  resources: {namespaced: false}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by ('
+`
+	o, err := OptionsFromAdapterConfig([]byte(rulesYAML), AdapterFlags{PrometheusURL: url, MetricsRelistInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := testMapper()
+	pods := &objectLister{objects: map[schema.GroupResource]map[string]map[string]labels.Set{
+		{Resource: "pods"}: {"default": {"web-0": {"app": "web"}, "web-1": {"app": "web"}, "db-0": {"app": "db"}}},
+	}}
+	p, err := NewFromOptions("prom", o, providers.Deps{Mapper: mapper, Resources: naming.NewResolver(mapper, nil), Objects: pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// until Prometheus is up and has scraped the target
+	for {
+		err := p.Relist(ctx)
+		if err == nil && len(p.ListAllExternalMetrics()) == 2 && len(p.ListAllMetrics()) == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no series from Prometheus: %v (custom %v, external %v)", err, p.ListAllMetrics(), p.ListAllExternalMetrics())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer qcancel()
+	ext, err := p.GetExternalMetric(qctx, "default", labels.Everything(), providers.ExternalMetricInfo{Metric: "queue_messages_ready"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, it := range ext.Items {
+		got[it.MetricLabels["queue"]] = it.Value.MilliValue()
+	}
+	if len(got) != 2 || got["jobs"] != 240000 || got["mail"] != 3500 {
+		t.Errorf("external: %v", got)
+	}
+
+	info := providers.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "inflight_requests"}
+	list, err := p.GetMetricBySelector(qctx, "default", mustSelector(t, "app=web"), info, labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []string
+	for _, it := range list.Items {
+		items = append(items, fmt.Sprintf("%s=%s", it.DescribedObject.Name, it.Value.String()))
+	}
+	if strings.Join(items, " ") != "web-0=4 web-1=7" {
+		t.Errorf("custom by selector: %v", items)
+	}
+	mv, err := p.GetMetricByName(qctx, types.NamespacedName{Namespace: "default", Name: "web-1"}, info, mustSelector(t, "path=x"))
+	if err != nil || mv.Value.Value() != 1 {
+		t.Errorf("custom by name with a metric selector: %+v, %v", mv, err)
+	}
+
+	_, err = p.GetExternalMetric(qctx, "default", labels.Everything(), providers.ExternalMetricInfo{Metric: "broken_query"})
+	if code(err) != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "parse error") {
+		t.Errorf("PromQL error from Prometheus: %v", err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
