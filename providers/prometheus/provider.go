@@ -113,6 +113,7 @@ type Provider struct {
 	mu       sync.Mutex
 	relisted bool
 	lastErr  error
+	nSeries  int
 }
 
 var (
@@ -121,7 +122,16 @@ var (
 	_ providers.ResourceProvider = (*Provider)(nil)
 	_ providers.Runner           = (*Provider)(nil)
 	_ providers.ReadinessChecker = (*Provider)(nil)
+	_ providers.SeriesCounter    = (*Provider)(nil)
 )
+
+// SeriesCount implements providers.SeriesCounter: the series of the last
+// relist.
+func (p *Provider) SeriesCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nSeries
+}
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return p.name }
@@ -202,20 +212,23 @@ func (p *Provider) Relist(ctx context.Context) error {
 	}
 	wg.Wait()
 	var errs []error
-	n := 0
 	for _, r := range results {
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("series %s: %w", r.sel, r.err))
 			continue
 		}
 		p.series[r.sel] = r.series
-		n += len(r.series)
+	}
+	n := 0
+	for _, s := range p.series {
+		n += len(s)
 	}
 	d := rules.Discover(p.set, p.series)
 	p.disc.Store(d)
 	err := errors.Join(errs...)
 	p.mu.Lock()
 	p.lastErr = err
+	p.nSeries = n
 	if err == nil {
 		p.relisted = true
 	}

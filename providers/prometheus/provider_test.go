@@ -70,6 +70,9 @@ func TestDiscovery(t *testing.T) {
 	if got := strings.Join(external, " "); got != "global_lag queue_messages_ready" {
 		t.Errorf("external metrics: %s", got)
 	}
+	if n := p.SeriesCount(); n != 4 {
+		t.Errorf("series count = %d, want 4", n)
+	}
 	if n := f.relists.Load(); n != 4 {
 		t.Errorf("series calls = %d, want one per distinct seriesQuery (4)", n)
 	}
