@@ -2,13 +2,16 @@
 # hack/cluster.sh — a local Kubernetes control plane for metricscale, without Docker.
 #
 #   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller]
-#                      [--kubernetes-only] [--dir DIR]
+#                      [--kubernetes-only] [--no-prometheus] [--dir DIR]
 #   hack/cluster.sh down [--purge] [--dir DIR]
 #   hack/cluster.sh status [--dir DIR]
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
 #   hack/cluster.sh kubectl [--dir DIR] ARGS   # kubectl against the cluster
 #   hack/cluster.sh build                      # only build (or check) the cached binaries
 #   hack/cluster.sh restart-autoscaler         # stop (if running) and start the autoscaler again
+#   hack/cluster.sh stop-prometheus            # stop only Prometheus (an outage, for e2e tests)
+#   hack/cluster.sh start-prometheus           # start it again, with the same data
+#   hack/cluster.sh install-prometheus         # install Debian's prometheus package if missing
 #
 # `up` builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
 # and metrics-server once (Go modules under hack/cluster/build, cached in
@@ -16,6 +19,9 @@
 # generated PKI, fake kwok nodes and metrics.k8s.io. Unless --kubernetes-only, it also
 # builds and runs the metricscale adapter and autoscaler from the working tree (the
 # autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller).
+# Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
+# when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
+# series of the pods on the fake nodes.
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
@@ -47,8 +53,9 @@ EXPORTER_PORT=9105
 
 PROMETHEUS_BIN=${METRICSCALE_PROMETHEUS_BIN:-/usr/bin/prometheus}
 
-# Every component `up` may start, in start order.
-ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler)
+# Every component `up` may start; `status` lists them in this order, `down` stops them in
+# the reverse order. (Prometheus starts first, to become ready while the others start.)
+ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler exporter prometheus)
 
 # ---------------------------------------------------------------- output helpers
 
@@ -87,6 +94,7 @@ NODES=1
 HPA_SYNC_PERIOD=15s
 HPA_CONTROLLER=true
 KUBERNETES_ONLY=false
+PROMETHEUS=true
 PURGE=false
 PASSTHROUGH=()
 EXPLICIT=" " # flags given on the command line, to compare with a running cluster
@@ -106,6 +114,7 @@ while [[ $# -gt 0 ]]; do
     --hpa-sync-period) need_value "$@"; HPA_SYNC_PERIOD=$2; EXPLICIT+="hpa-sync-period "; shift 2 ;;
     --no-hpa-controller) HPA_CONTROLLER=false; EXPLICIT+="no-hpa-controller "; shift ;;
     --kubernetes-only) KUBERNETES_ONLY=true; EXPLICIT+="kubernetes-only "; shift ;;
+    --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
     --purge) PURGE=true; shift ;;
     -h | --help) CMD=help; shift ;;
     *) die "unknown argument: $arg (see hack/cluster.sh --help)" ;;
@@ -241,6 +250,8 @@ health() {
     metrics-server) probe -insecure "https://127.0.0.1:$METRICS_SERVER_PORT/readyz" ;;
     metricscale-adapter) probe -insecure "https://127.0.0.1:$ADAPTER_PORT/healthz" ;;
     metricscale-autoscaler) probe "http://127.0.0.1:$AUTOSCALER_PORT/readyz" ;;
+    exporter) probe "http://127.0.0.1:$EXPORTER_PORT/healthz" ;;
+    prometheus) probe "http://127.0.0.1:$PROMETHEUS_PORT/-/ready" ;;
     *) return 1 ;;
   esac
 }
@@ -255,6 +266,8 @@ port_of() {
     metrics-server) echo "$METRICS_SERVER_PORT" ;;
     metricscale-adapter) echo "$ADAPTER_PORT,$PUSH_PORT" ;;
     metricscale-autoscaler) echo "$AUTOSCALER_PORT" ;;
+    exporter) echo "$EXPORTER_PORT" ;;
+    prometheus) echo "$PROMETHEUS_PORT" ;;
     *) echo - ;;
   esac
 }
@@ -385,6 +398,67 @@ install_prometheus() {
   log "    installed $("$PROMETHEUS_BIN" --version 2>&1 | head -n 1) in $(secs $(($(now_ms) - t0)))"
 }
 
+# paused NAME — the component was stopped on purpose (stop-prometheus), it is not missing.
+paused() { [[ -f $RUN/$1.paused ]]; }
+
+write_prometheus_config() {
+  local dir=$DIR/prometheus
+  mkdir -p "$dir"
+  cat >"$dir/prometheus.yml.tmp" <<EOF
+# Written by hack/cluster.sh up: scrape hack/exporter every second.
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: exporter
+    # The labels the tests set (and the exporter's pod and node labels) stay as they are.
+    honor_labels: true
+    static_configs:
+      - targets: ['127.0.0.1:$EXPORTER_PORT']
+EOF
+  mv "$dir/prometheus.yml.tmp" "$dir/prometheus.yml"
+}
+
+# start_prometheus — starts Prometheus on the data in DIR/prometheus/data (kept by
+# stop-prometheus and start-prometheus, removed by up and down); does not wait.
+start_prometheus() {
+  local dir=$DIR/prometheus
+  mkdir -p "$dir/data"
+  rm -f "$RUN/prometheus.paused"
+  start prometheus "$PROMETHEUS_BIN" --config.file="$dir/prometheus.yml" \
+    --storage.tsdb.path="$dir/data" --storage.tsdb.retention.time=2h \
+    --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --log.level=info
+}
+
+urlencode() {
+  local s=$1 out='' c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in
+      [a-zA-Z0-9._~-]) out+=$c ;;
+      *) out+=$(printf '%%%02X' "'$c") ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+# prometheus_scraped_exporter SINCE — Prometheus scraped the exporter successfully after
+# SINCE (Unix seconds, with a fraction). A restarted Prometheus still answers with the samples from before.
+prometheus_scraped_exporter() {
+  # (timestamp() of a plain selector is the sample's time, of an expression the query's.)
+  local query="timestamp(up{job=\"exporter\"}) > $1 and on(instance) up{job=\"exporter\"} == 1" out
+  out=$("$BIN/clusterutil" probe "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query?query=$(urlencode "$query")") || return 1
+  [[ $out == *'"result":[{'* ]] || { echo "no successful scrape of the exporter yet ($query): $out"; return 1; }
+}
+
+# wait_prometheus SINCE — Prometheus ready and done with a successful scrape of the
+# exporter after SINCE (Unix seconds).
+wait_prometheus() {
+  wait_healthy prometheus 60 ready health prometheus
+  wait_healthy prometheus 30 "done with a scrape of the exporter" prometheus_scraped_exporter "$1"
+}
+
 # ---------------------------------------------------------------- state
 
 load_state() {
@@ -403,7 +477,7 @@ cluster_state() {
     comps=("${ALL_COMPONENTS[@]}")
   fi
   for c in "${comps[@]}"; do
-    if alive "$c"; then any=true; else all=false; fi
+    if alive "$c"; then any=true; elif ! paused "$c"; then all=false; fi
   done
   if [[ $any == false ]]; then
     echo stopped
@@ -417,7 +491,7 @@ cluster_state() {
 dead_components() {
   local c out=()
   load_state 2>/dev/null || true
-  for c in ${STATE_COMPONENTS:-${ALL_COMPONENTS[*]}}; do alive "$c" || out+=("$c"); done
+  for c in ${STATE_COMPONENTS:-${ALL_COMPONENTS[*]}}; do alive "$c" || paused "$c" || out+=("$c"); done
   echo "${out[*]}"
 }
 
@@ -468,6 +542,7 @@ write_state() {
     printf 'STATE_HPA_SYNC_PERIOD=%q\n' "$HPA_SYNC_PERIOD"
     printf 'STATE_HPA_CONTROLLER=%q\n' "$HPA_CONTROLLER"
     printf 'STATE_KUBERNETES_ONLY=%q\n' "$KUBERNETES_ONLY"
+    printf 'STATE_PROMETHEUS=%q\n' "$PROMETHEUS"
     printf 'STATE_COMPONENTS=%q\n' "$1"
     printf 'STATE_STARTED_AT=%q\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf 'STATE_REPO_ROOT=%q\n' "$REPO_ROOT"
@@ -569,6 +644,10 @@ cmd_up() {
         differs+=("its HPA sync period is $STATE_HPA_SYNC_PERIOD, not $HPA_SYNC_PERIOD")
       [[ $EXPLICIT == *" no-hpa-controller "* && $STATE_HPA_CONTROLLER == true ]] && differs+=("it runs the HPA controller")
       [[ $EXPLICIT == *" kubernetes-only "* && $STATE_KUBERNETES_ONLY == false ]] && differs+=("it runs the metricscale components too")
+      [[ $EXPLICIT == *" no-prometheus "* && ${STATE_PROMETHEUS:-false} == true ]] && differs+=("it runs Prometheus")
+      if paused prometheus; then
+        warn "its Prometheus is stopped (hack/cluster.sh stop-prometheus); start it again with: hack/cluster.sh start-prometheus"
+      fi
       local d
       for d in "${differs[@]}"; do warn "$d; run 'hack/cluster.sh down' first to change that"; done
       if [[ ${STATE_REPO_ROOT:-$REPO_ROOT} != "$REPO_ROOT" && $STATE_COMPONENTS == *metricscale-* ]]; then
@@ -595,7 +674,15 @@ cmd_up() {
   # ---- build
   phase_begin "build binaries (cache: $BIN)"
   mkdir -p "$CACHE_DIR"
+  [[ $PROMETHEUS == true ]] && install_prometheus
   with_lock "$CACHE_DIR/.build.lock" build_all
+  local exporter_build='' prometheus_since=0
+  if [[ $PROMETHEUS == true ]]; then
+    mkdir -p "$DIR/bin"
+    log "    building exporter from the working tree (./hack/exporter), next to the other builds"
+    (cd "$REPO_ROOT" && go build -o "$DIR/bin/exporter" ./hack/exporter) >"$LOGS/exporter-build.log" 2>&1 &
+    exporter_build=$!
+  fi
   if [[ $with_adapter == true ]]; then
     mkdir -p "$DIR/bin"
     log "    building metricscale-adapter from the working tree (./cmd/adapter)"
@@ -611,6 +698,10 @@ cmd_up() {
       die "building ./cmd/autoscaler failed (full log: $LOGS/autoscaler-build.log)"
     fi
   fi
+  if [[ -n $exporter_build ]] && ! wait "$exporter_build"; then
+    tail -n 30 "$LOGS/exporter-build.log" >&2
+    die "building ./hack/exporter failed (full log: $LOGS/exporter-build.log)"
+  fi
   phase_end build
 
   # ---- ports and PKI
@@ -618,6 +709,7 @@ cmd_up() {
   local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT")
   [[ $with_adapter == true ]] && ports+=("$ADAPTER_PORT" "$PUSH_PORT")
   [[ $with_autoscaler == true ]] && ports+=("$AUTOSCALER_PORT")
+  [[ $PROMETHEUS == true ]] && ports+=("$PROMETHEUS_PORT" "$EXPORTER_PORT")
   check_ports "${ports[@]}"
   "$BIN/clusterutil" pki -dir "$PKI" || die "writing the PKI to $PKI failed"
   local server=https://127.0.0.1:$APISERVER_PORT c
@@ -633,9 +725,20 @@ cmd_up() {
   local components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server)
   [[ $with_adapter == true ]] && components+=(metricscale-adapter)
   [[ $with_autoscaler == true ]] && components+=(metricscale-autoscaler)
+  [[ $PROMETHEUS == true ]] && components+=(exporter prometheus)
   # The state is written before anything starts, so that `down` finds what a failed
   # or interrupted `up` left behind.
   write_state "${components[*]}"
+
+  # ---- Prometheus needs nothing else: it starts first and is waited for later.
+  if [[ $PROMETHEUS == true ]]; then
+    phase_begin "start prometheus (ready checked later)"
+    rm -rf "$DIR/prometheus"
+    write_prometheus_config
+    prometheus_since=$EPOCHREALTIME
+    start_prometheus
+    phase_end "prometheus started"
+  fi
 
   # ---- etcd
   phase_begin "start etcd"
@@ -668,6 +771,10 @@ cmd_up() {
     --kubelet-preferred-address-types=InternalIP \
     --profiling=false --v=1
   wait_healthy kube-apiserver 120 ready probe_apiserver /readyz
+  # The exporter watches pods and nodes; it is waited for later.
+  if [[ $PROMETHEUS == true ]]; then
+    start exporter "$DIR/bin/exporter" --listen="127.0.0.1:$EXPORTER_PORT" --kubeconfig="$KUBECONFIG_ADMIN"
+  fi
   phase_end kube-apiserver
 
   # ---- controller-manager and scheduler
@@ -733,6 +840,13 @@ cmd_up() {
   wait_healthy kube-controller-manager 60 "done creating the default ServiceAccount" \
     "${KC[@]}" get serviceaccount default --namespace default
   phase_end "usable"
+
+  if [[ $PROMETHEUS == true ]]; then
+    phase_begin "wait for exporter and prometheus (first scrape)"
+    wait_healthy exporter 30 healthy health exporter
+    wait_prometheus "$prometheus_since"
+    phase_end "exporter, prometheus"
+  fi
 
   # ---- the metricscale adapter, from the working tree
   if [[ $with_adapter == true ]]; then
@@ -849,7 +963,7 @@ cmd_down() {
     for ((i = ${#ALL_COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${ALL_COMPONENTS[i]}"; done
   fi
   # Nothing of ours may be left listening.
-  local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT" "$ADAPTER_PORT" "$PUSH_PORT")
+  local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT" "$ADAPTER_PORT" "$PUSH_PORT" "$PROMETHEUS_PORT" "$EXPORTER_PORT")
   if [[ $any == true && -x $BIN/clusterutil ]]; then
     local busy=''
     for ((i = 0; i < 50; i++)); do
@@ -858,7 +972,7 @@ cmd_down() {
     done
     [[ -z $busy ]] || warn "port(s) $busy are still in use after stopping the cluster (by another program?)"
   fi
-  rm -rf "$RUN" "$DIR/etcd" "$STATE_FILE" "$DIR/.lock"
+  rm -rf "$RUN" "$DIR/etcd" "$DIR/prometheus/data" "$STATE_FILE" "$DIR/.lock"
   if [[ $PURGE == true ]]; then
     rm -rf "$DIR"
     log "removed the state folder $DIR"
@@ -878,7 +992,7 @@ cmd_status() {
   fi
   load_state || true
   log "${BOLD}metricscale local cluster${RESET} — kubernetes ${STATE_VERSION:-?}, state folder $DIR"
-  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $([[ ${STATE_HPA_CONTROLLER:-true} == true ]] && echo "on (sync period ${STATE_HPA_SYNC_PERIOD:-?})" || echo off)"
+  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $([[ ${STATE_HPA_CONTROLLER:-true} == true ]] && echo "on (sync period ${STATE_HPA_SYNC_PERIOD:-?})" || echo off); Prometheus: $([[ ${STATE_PROMETHEUS:-false} == true ]] && echo on || echo off)"
   printf '%-26s %-8s %-11s %-10s %s\n' COMPONENT PID PORT RSS HEALTH
   local c pid h rc=0 rss
   local comps=()
@@ -895,6 +1009,8 @@ cmd_status() {
         h="${RED}unhealthy${RESET}: $(head -c 200 <<<"$h" | tr '\n' ' ')"
         rc=1
       fi
+    elif paused "$c"; then
+      pid=- rss=- h="${YELLOW}stopped${RESET} by hack/cluster.sh stop-prometheus (start-prometheus starts it again)"
     else
       pid=- rss=- h="${RED}not running${RESET} (log: $LOGS/$c.log)"
       rc=1
@@ -933,6 +1049,53 @@ cmd_env() {
   if alive metricscale-autoscaler; then
     echo "export METRICSCALE_AUTOSCALER_METRICS=$(sq "http://127.0.0.1:$AUTOSCALER_PORT/metrics")"
   fi
+  # Also while Prometheus is stopped by stop-prometheus: that outage is meant to be seen.
+  if alive prometheus || paused prometheus; then
+    echo "export METRICSCALE_PROMETHEUS_URL=$(sq "http://127.0.0.1:$PROMETHEUS_PORT")"
+  fi
+  if alive exporter; then
+    echo "export METRICSCALE_EXPORTER_URL=$(sq "http://127.0.0.1:$EXPORTER_PORT")"
+  fi
+}
+
+# stop-prometheus and start-prometheus: an outage of Prometheus for the e2e tests. The
+# state folder remembers the stop (run/prometheus.paused), so that status and up see a
+# paused component, not a failed one; start-prometheus reuses Prometheus' data folder
+# (the samples from before the outage stay).
+prometheus_command_setup() {
+  load_state || die "no cluster state in $DIR; start it with: hack/cluster.sh up"
+  [[ ${STATE_PROMETHEUS:-false} == true ]] || die "the cluster in $DIR runs no Prometheus (started with --no-prometheus?)"
+  if command -v flock >/dev/null 2>&1; then
+    exec 8>"$DIR/.lock"
+    flock -w 120 8 || die "another 'hack/cluster.sh' holds $DIR/.lock"
+  fi
+}
+
+cmd_stop_prometheus() {
+  prometheus_command_setup
+  if alive prometheus; then
+    stop prometheus
+  else
+    log "prometheus is not running"
+  fi
+  : >"$RUN/prometheus.paused"
+}
+
+cmd_start_prometheus() {
+  prometheus_command_setup
+  if alive prometheus; then
+    rm -f "$RUN/prometheus.paused"
+    log "prometheus is already running (pid $(pid_of prometheus))"
+    return 0
+  fi
+  local t0 since=$EPOCHREALTIME
+  t0=$(now_ms)
+  [[ -f $DIR/prometheus/prometheus.yml ]] || write_prometheus_config
+  # start truncates the log: keep the one of the run before the outage.
+  [[ -f $LOGS/prometheus.log ]] && mv -f "$LOGS/prometheus.log" "$LOGS/prometheus.before-restart.log"
+  start_prometheus
+  wait_prometheus "$since"
+  log "    prometheus ready in $(secs $(($(now_ms) - t0)))"
 }
 
 # restart-autoscaler: stops the autoscaler if it runs (e.g. an e2e test killed it) and
@@ -963,6 +1126,8 @@ case $CMD in
   kubectl) cmd_kubectl ;;
   restart-autoscaler) cmd_restart_autoscaler ;;
   install-prometheus) install_prometheus ;;
+  stop-prometheus) cmd_stop_prometheus ;;
+  start-prometheus) cmd_start_prometheus ;;
   build)
     UP_START=$(now_ms)
     phase_begin "build binaries (cache: $BIN)"
