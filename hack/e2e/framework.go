@@ -86,6 +86,13 @@ type Cluster struct {
 	PushURL   string
 	PushToken string
 
+	// PrometheusURL reaches the cluster's Prometheus (http://127.0.0.1:9090) and
+	// ExporterURL the exporter it scrapes every second (hack/exporter); both empty when
+	// the cluster runs without them (hack/cluster.sh up --no-prometheus). See
+	// prometheus_helpers.go.
+	PrometheusURL string
+	ExporterURL   string
+
 	Config  *rest.Config
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -166,6 +173,8 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	}
 	c.PushURL = env["METRICSCALE_PUSH_URL"]
 	c.PushToken = env["METRICSCALE_PUSH_TOKEN"]
+	c.PrometheusURL = env["METRICSCALE_PROMETHEUS_URL"]
+	c.ExporterURL = env["METRICSCALE_EXPORTER_URL"]
 	if repo := env["METRICSCALE_CLUSTER_REPO"]; repo != "" && repo != root && c.PushURL != "" {
 		klog.InfoS("WARNING: the running cluster's metricscale components were built from another checkout; "+
 			"restart it (hack/cluster.sh down) to test this one", "clusterRepo", repo, "thisRepo", root)
@@ -190,7 +199,8 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 		return nil, c.teardownAfter(err)
 	}
 	klog.InfoS("Local cluster ready", "dir", c.Dir, "kubeconfig", c.Kubeconfig,
-		"hpaController", c.HPAController, "hpaSyncPeriod", c.HPASyncPeriod, "adapter", c.PushURL != "")
+		"hpaController", c.HPAController, "hpaSyncPeriod", c.HPASyncPeriod, "adapter", c.PushURL != "",
+		"prometheus", c.PrometheusURL)
 	return c, nil
 }
 

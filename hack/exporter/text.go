@@ -203,15 +203,18 @@ func parseLine(line string) (sample, error) {
 		}
 	}
 	fields := strings.Fields(line[i:])
-	switch {
-	case len(fields) == 0:
-		return s, fmt.Errorf("no value")
-	case len(fields) > 1:
-		return s, fmt.Errorf("timestamps are not supported (Prometheus stamps samples at scrape time): %q", fields[1])
+	if len(fields) == 0 {
+		return s, fmt.Errorf("no value; want name{label=\"value\",...} value")
 	}
 	v, err := strconv.ParseFloat(fields[0], 64)
 	if err != nil {
-		return s, fmt.Errorf("bad value %q", fields[0])
+		return s, fmt.Errorf("bad value %q; want name{label=\"value\",...} value", fields[0])
+	}
+	if len(fields) > 1 {
+		if _, err := strconv.ParseInt(fields[1], 10, 64); err == nil && len(fields) == 2 {
+			return s, fmt.Errorf("timestamps are not supported (Prometheus stamps samples at scrape time): %q", fields[1])
+		}
+		return s, fmt.Errorf("unexpected %q after the value", strings.Join(fields[1:], " "))
 	}
 	s.value = v
 	sort.Slice(s.labels, func(a, b int) bool { return s.labels[a].name < s.labels[b].name })
