@@ -378,17 +378,17 @@ install_prometheus() {
   # The package ships a service and its postinst may try to start it: without systemd that
   # can fail, and a running service would take port 9090. A policy-rc.d that forbids
   # starting services (exit 101) prevents both; one that already exists is left alone.
-  local policy=/usr/sbin/policy-rc.d ours=false
-  if [[ ! -e $policy ]]; then
-    printf '#!/bin/sh\n# written by metricscale hack/cluster.sh while installing prometheus\nexit 101\n' >"$policy"
-    chmod 755 "$policy"
-    ours=true
-  fi
-  {
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update &&
-      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends prometheus
-  } >"$ilog" 2>&1 || rc=$?
-  [[ $ours == true ]] && rm -f "$policy"
+  (
+    policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+      trap 'rm -f "$policy"' EXIT
+      printf '#!/bin/sh\n# written by metricscale hack/cluster.sh while installing prometheus\nexit 101\n' >"$policy"
+      chmod 755 "$policy"
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=300 update &&
+      apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends prometheus
+  ) >"$ilog" 2>&1 || rc=$?
   if [[ ! -x $PROMETHEUS_BIN ]]; then
     tail -n 20 "$ilog" >&2
     die "installing prometheus failed (apt-get exit code $rc; full log: $ilog)"
