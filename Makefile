@@ -31,10 +31,18 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./adapter/bench/
 
+# Every fuzz target of the module, found in its packages' tests, each for
+# FUZZTIME. Minimizing a new input takes up to 60s by default, which left a
+# target at a few executions a minute: FUZZMINIMIZETIME bounds it.
+FUZZTIME ?= 2m
+FUZZMINIMIZETIME ?= 1s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 3m ./autoscaler/scenario
-	$(GO) test -run '^$$' -fuzz FuzzParseText -fuzztime 2m ./providers/memory/pushformat
-	$(GO) test -run '^$$' -fuzz FuzzParseJSON -fuzztime 2m ./providers/memory/pushformat
+	@set -e; n=0; for dir in $$($(GO) list -f '{{.Dir}}' $(PKGS)); do \
+	  for fn in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+	    echo "fuzz: $$fn in $${dir#$(CURDIR)/} for $(FUZZTIME)"; n=$$((n+1)); \
+	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$dir; \
+	  done; \
+	done; [ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }
 
 # The main job in one command: a queue autoscaled end to end on the local cluster.
 # DEMO_ARGS=--keep leaves it running; --fast shortens the traffic pattern.

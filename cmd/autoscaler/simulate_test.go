@@ -47,8 +47,15 @@ func TestSimulate(t *testing.T) {
 			if !strings.Contains(out.String(), tc.wantOut) {
 				t.Errorf("stdout %q, want it to contain %q", out.String(), tc.wantOut)
 			}
-			if !strings.Contains(errOut.String(), tc.wantStderr) {
+			// A success says nothing on stderr; a failure says why there.
+			switch {
+			case tc.wantStderr == "" && errOut.Len() != 0:
+				t.Errorf("stderr %q, want nothing", errOut.String())
+			case !strings.Contains(errOut.String(), tc.wantStderr):
 				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tc.wantStderr)
+			}
+			if tc.wantCode != 0 && tc.wantStderr == "" {
+				t.Fatal("a failing case must name what it expects on stderr")
 			}
 		})
 	}
