@@ -92,9 +92,10 @@ func (h *History) Stabilize(desired int32, window time.Duration, now Clock) int3
 }
 
 // ClampWithoutBehavior bounds desired by minReplicas, maxReplicas and the
-// scale-up cap of max(2×current, 4).
-func ClampWithoutBehavior(current, desired, minReplicas, maxReplicas int32) Limit {
-	upLimit := int32(math.Max(2.0*float64(current), 4.0))
+// scale-up cap of max(2×current, 4). Upstream's cap wraps above 2^30
+// replicas; upstream selects that arithmetic.
+func ClampWithoutBehavior(current, desired, minReplicas, maxReplicas int32, upstream bool) Limit {
+	upLimit := toInt32(math.Max(2.0*float64(current), 4.0), upstream)
 	maxAllowed, reason, message := maxReplicas, "TooManyReplicas", "the desired replica count is more than the maximum replica count"
 	if maxReplicas > upLimit {
 		maxAllowed, reason, message = upLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
@@ -116,6 +117,29 @@ func withinRange(replicas int32) Limit {
 type Rules struct {
 	ScaleUp, ScaleDown *autoscalingv2.HPAScalingRules
 	Min, Max           int32
+	// UpstreamArithmetic computes policy limits in int32 as upstream does,
+	// wrapping on overflow (a Pods value near 2^31 then blocks every
+	// scale-up); off, they are computed exactly and saturate.
+	UpstreamArithmetic bool
+}
+
+// toInt32 converts a whole-valued float: saturating, or as upstream's
+// int32(…), which is MinInt32 out of range on amd64.
+func toInt32(f float64, upstream bool) int32 {
+	if !upstream {
+		switch {
+		case f >= math.MaxInt32:
+			return math.MaxInt32
+		case f <= math.MinInt32:
+			return math.MinInt32
+		}
+	}
+	return int32(f)
+}
+
+// clamp32 saturates an exact int64 result to int32.
+func clamp32(v int64) int32 {
+	return int32(max(math.MinInt32, min(math.MaxInt32, v)))
 }
 
 // windowOf is a rule's stabilization window; a rule without one takes the
@@ -168,7 +192,7 @@ func (h *History) StabilizeWithBehavior(r Rules, current, desired int32, downsca
 func (h *History) LimitByRate(r Rules, current, desired int32, now Clock) Limit {
 	switch {
 	case desired > current:
-		upLimit := h.scaleUpLimit(current, r.ScaleUp, now)
+		upLimit := h.scaleUpLimit(current, r.ScaleUp, r.UpstreamArithmetic, now)
 		if upLimit < current {
 			// No further scale-up until past events leave their periods.
 			upLimit = current
@@ -181,7 +205,7 @@ func (h *History) LimitByRate(r Rules, current, desired int32, now Clock) Limit 
 			return Limit{maxAllowed, reason, message}
 		}
 	case desired < current:
-		downLimit := h.scaleDownLimit(current, r.ScaleDown, now)
+		downLimit := h.scaleDownLimit(current, r.ScaleDown, r.UpstreamArithmetic, now)
 		if downLimit > current {
 			downLimit = current
 		}
@@ -196,26 +220,31 @@ func (h *History) LimitByRate(r Rules, current, desired int32, now Clock) Limit 
 	return withinRange(desired)
 }
 
-// changeInPeriod sums the changes of the events inside the last period.
-func changeInPeriod(periodSeconds int32, events []ScaleEvent, now Clock) int32 {
+// changeInPeriod sums the changes of the events inside the last period,
+// exactly; upstream sums them in int32.
+func changeInPeriod(periodSeconds int32, events []ScaleEvent, now Clock) int64 {
 	cutoff := now().Add(-time.Second * time.Duration(periodSeconds))
-	var sum int32
+	var sum int64
 	for _, e := range events {
 		if e.Timestamp.After(cutoff) {
-			sum += e.Change
+			sum += int64(e.Change)
 		}
 	}
 	return sum
 }
 
-// periodStart is the size the target had when a policy's period began.
-func (h *History) periodStart(current, periodSeconds int32, now Clock) int32 {
+// periodStart is the size the target had when a policy's period began:
+// exact, or wrapped to int32 as upstream computes it.
+func (h *History) periodStart(current, periodSeconds int32, upstream bool, now Clock) int64 {
 	added := changeInPeriod(periodSeconds, h.ScaleUpEvents, now)
 	removed := changeInPeriod(periodSeconds, h.ScaleDownEvents, now)
-	return current - added + removed
+	if upstream {
+		return int64(current - int32(added) + int32(removed))
+	}
+	return int64(current) - added + removed
 }
 
-func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRules, now Clock) int32 {
+func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) int32 {
 	var result int32
 	var pick func(a, b int32) int32
 	switch *rules.SelectPolicy {
@@ -228,20 +257,24 @@ func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRul
 	}
 	var proposed int32
 	for _, p := range rules.Policies {
-		start := h.periodStart(current, p.PeriodSeconds, now)
+		start := h.periodStart(current, p.PeriodSeconds, upstream, now)
 		switch p.Type {
 		case autoscalingv2.PodsScalingPolicy:
-			proposed = start + p.Value
+			if upstream {
+				proposed = int32(start) + p.Value
+			} else {
+				proposed = clamp32(start + int64(p.Value))
+			}
 		case autoscalingv2.PercentScalingPolicy:
 			// Rounded up, or a small target could never grow.
-			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
+			proposed = toInt32(math.Ceil(float64(start)*(1+float64(p.Value)/100)), upstream)
 		}
 		result = pick(result, proposed)
 	}
 	return result
 }
 
-func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingRules, now Clock) int32 {
+func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) int32 {
 	var result int32
 	var pick func(a, b int32) int32
 	switch *rules.SelectPolicy {
@@ -254,12 +287,16 @@ func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingR
 	}
 	var proposed int32
 	for _, p := range rules.Policies {
-		start := h.periodStart(current, p.PeriodSeconds, now)
+		start := h.periodStart(current, p.PeriodSeconds, upstream, now)
 		switch p.Type {
 		case autoscalingv2.PodsScalingPolicy:
-			proposed = start - p.Value
+			if upstream {
+				proposed = int32(start) - p.Value
+			} else {
+				proposed = clamp32(start - int64(p.Value))
+			}
 		case autoscalingv2.PercentScalingPolicy:
-			proposed = int32(float64(start) * (1 - float64(p.Value)/100))
+			proposed = toInt32(math.Trunc(float64(start)*(1-float64(p.Value)/100)), upstream)
 		}
 		result = pick(result, proposed)
 	}

@@ -1,6 +1,8 @@
 package behavior
 
 import (
+	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -144,7 +146,7 @@ func TestClampWithoutBehavior(t *testing.T) {
 		{4, 7, 1, 20, 7, "DesiredWithinRange"},
 	}
 	for _, tc := range cases {
-		if got := ClampWithoutBehavior(tc.current, tc.desired, tc.minR, tc.maxR); got.Replicas != tc.want || got.Reason != tc.reason {
+		if got := ClampWithoutBehavior(tc.current, tc.desired, tc.minR, tc.maxR, false); got.Replicas != tc.want || got.Reason != tc.reason {
 			t.Errorf("Clamp(%d→%d, [%d,%d]) = %d %s, want %d %s", tc.current, tc.desired, tc.minR, tc.maxR, got.Replicas, got.Reason, tc.want, tc.reason)
 		}
 	}
@@ -177,5 +179,52 @@ func TestRecordScaleReusesOutdatedSlots(t *testing.T) {
 	none.RecordScale(nil, 1, 5, at(0))
 	if len(none.ScaleUpEvents) != 0 {
 		t.Errorf("events kept without behavior: %+v", none.ScaleUpEvents)
+	}
+}
+
+// TestArithmeticDeviations: policy limits and the scale-up cap saturate
+// where upstream's int32 arithmetic wraps (UpstreamArithmetic keeps that).
+func TestArithmeticDeviations(t *testing.T) {
+	t.Parallel()
+	maxSel := autoscalingv2.MaxChangePolicySelect
+	down := policy(maxSel, nil, percent(100, 15))
+	cases := []struct {
+		name                   string
+		r                      Rules
+		current, desired       int32
+		want, wantUpstream     int32
+		reason, reasonUpstream string
+	}{
+		// 2 + (2^31-1) wraps negative upstream: the limit falls back to
+		// the current size and no scale-up ever happens.
+		{"pods value near 2^31", rules(policy(maxSel, secs(0), pods(math.MaxInt32, 60)), down, 1, 20), 2, 10, 10, 2, "DesiredWithinRange", "ScaleUpLimit"},
+		// 2^30 × (1 + 100%) = 2^31 does not fit either.
+		{"percent over 2^31", rules(policy(maxSel, secs(0), percent(100, 60)), down, 1, math.MaxInt32), 1 << 30, math.MaxInt32, math.MaxInt32, 1 << 30, "DesiredWithinRange", "ScaleUpLimit"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var h History
+			if got := h.LimitByRate(tc.r, tc.current, tc.desired, at(0)); got.Replicas != tc.want || got.Reason != tc.reason {
+				t.Errorf("got %d %s, want %d %s", got.Replicas, got.Reason, tc.want, tc.reason)
+			}
+			if runtime.GOARCH != "amd64" {
+				return
+			}
+			tc.r.UpstreamArithmetic = true
+			if got := h.LimitByRate(tc.r, tc.current, tc.desired, at(0)); got.Replicas != tc.wantUpstream || got.Reason != tc.reasonUpstream {
+				t.Errorf("upstream: got %d %s, want %d %s", got.Replicas, got.Reason, tc.wantUpstream, tc.reasonUpstream)
+			}
+		})
+	}
+	// Without behavior the cap is max(2×current, 4): above 2^30 replicas
+	// 2×current wraps upstream, to a negative count.
+	if got := ClampWithoutBehavior(1<<30+1, math.MaxInt32, 1, math.MaxInt32, false); got.Replicas != math.MaxInt32 {
+		t.Errorf("cap at 2^30+1: %d, want MaxInt32", got.Replicas)
+	}
+	if runtime.GOARCH == "amd64" {
+		if got := ClampWithoutBehavior(1<<30+1, math.MaxInt32, 1, math.MaxInt32, true); got.Replicas >= 0 {
+			t.Errorf("upstream cap at 2^30+1: %d, want upstream's negative count", got.Replicas)
+		}
 	}
 }

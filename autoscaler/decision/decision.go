@@ -347,6 +347,7 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 		CPUInitializationPeriod: in.Settings.CPUInitializationPeriod,
 		InitialReadinessDelay:   in.Settings.InitialReadinessDelay,
 		PodLevelResources:       in.Settings.Gates.PodLevelResources,
+		UpstreamArithmetic:      in.Settings.UpstreamArithmetic,
 	}
 	tol := p.tolerances(in.Settings.Tolerance)
 	specs := hpa.Spec.Metrics
@@ -590,7 +591,7 @@ func quantity(name corev1.ResourceName, milli int64) resource.Quantity {
 func (p *Plan) normalize(current, desired int32, window time.Duration) int32 {
 	stabilized := p.history.Stabilize(desired, window, p.clock)
 	p.setStabilized(stabilized, desired, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
-	lim := behavior.ClampWithoutBehavior(current, stabilized, p.minimum, p.hpa.Spec.MaxReplicas)
+	lim := behavior.ClampWithoutBehavior(current, stabilized, p.minimum, p.hpa.Spec.MaxReplicas, p.upstream)
 	p.setLimited(lim, stabilized)
 	return lim.Replicas
 }
@@ -602,6 +603,8 @@ func (p *Plan) normalizeWithBehavior(current, desired int32, window time.Duratio
 		ScaleDown: p.hpa.Spec.Behavior.ScaleDown,
 		Min:       p.minimum,
 		Max:       p.hpa.Spec.MaxReplicas,
+
+		UpstreamArithmetic: p.upstream,
 	}
 	st := p.history.StabilizeWithBehavior(rules, current, desired, window, p.clock)
 	p.setStabilized(st.Replicas, desired, st.Reason, st.Message)

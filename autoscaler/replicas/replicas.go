@@ -65,6 +65,9 @@ type Calculator struct {
 	InitialReadinessDelay   time.Duration
 	// PodLevelResources enables pod-level requests (feature gate PodLevelResources).
 	PodLevelResources bool
+	// UpstreamArithmetic wraps on overflow as kube-controller-manager does
+	// (see arith.go); off, counts and sums saturate.
+	UpstreamArithmetic bool
 
 	states   []podState
 	values   []int64 // each pod's sample, valid where it has one
@@ -77,8 +80,8 @@ type grouping struct {
 	// entries is how many samples remain once ignored and unready pods' are
 	// removed (samples of pods the selector does not know included).
 	entries int
-	// keptSum is the sum of those remaining samples.
-	keptSum int64
+	// kept is the exact sum of those remaining samples.
+	kept sum
 }
 
 func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.ResourceName) grouping {
@@ -100,7 +103,7 @@ func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.Res
 		switch st {
 		case podReady:
 			g.ready++
-			g.keptSum += sample.Value
+			g.kept.add(sample.Value)
 		case podMissing:
 			g.missing++
 		case podUnready:
@@ -112,14 +115,14 @@ func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.Res
 		// Samples of pods the selector does not know stay in the average:
 		// what is kept is every sample less those of pods set aside.
 		g.entries += len(info) - found
-		g.keptSum = 0
+		g.kept = sum{}
 		for _, v := range info {
-			g.keptSum += v.Value
+			g.kept.add(v.Value)
 		}
 		for i, pod := range c.Pods {
 			if st := c.states[i]; st == podIgnored || st == podUnready {
 				if m, ok := info[pod.Name]; ok {
-					g.keptSum -= m.Value
+					g.kept.sub(m.Value)
 				}
 			}
 		}
@@ -195,18 +198,19 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 		return 0, 0, 0, err
 	}
 
-	var usage, requested int64
+	up := c.UpstreamArithmetic
+	var usage, requested sum
 	for i := range c.Pods {
 		if c.states[i] == podReady {
-			usage += c.values[i]
-			requested += c.requests[i]
+			usage.add(c.values[i])
+			requested.add(c.requests[i])
 		}
 	}
-	if requested == 0 {
+	if requested.value(up) == 0 {
 		return 0, 0, 0, errNoMatch
 	}
-	utilization := int32((usage * 100) / requested)
-	raw := usage / int64(g.ready)
+	utilization := c.utilization(usage.value(up), requested.value(up))
+	raw := usage.div(int64(g.ready), up)
 	ratio := float64(utilization) / float64(targetUtilization)
 
 	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
@@ -214,7 +218,7 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 		if tol.Within(ratio) {
 			return currentReplicas, utilization, raw, nil
 		}
-		return int32(math.Ceil(ratio * float64(g.ready))), utilization, raw, nil
+		return c.count(math.Ceil(ratio * float64(g.ready))), utilization, raw, nil
 	}
 
 	// Rebalance: missing pods count as their request (or the target when it
@@ -228,35 +232,35 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 				continue
 			}
 			if ratio < 1.0 {
-				usage += c.requests[i] * fallback / 100
+				usage.add(c.mulDiv(c.requests[i], fallback, 100))
 			}
-			requested += c.requests[i]
+			requested.add(c.requests[i])
 			entries++
 		}
 	}
 	if scaleUpWithUnready {
 		for i := range c.Pods {
 			if c.states[i] == podUnready {
-				requested += c.requests[i]
+				requested.add(c.requests[i])
 				entries++
 			}
 		}
 	}
-	if requested == 0 {
+	if requested.value(up) == 0 {
 		return 0, utilization, raw, errNoMatch
 	}
-	newRatio := float64(int32((usage*100)/requested)) / float64(targetUtilization)
-	return rebalanced(currentReplicas, ratio, newRatio, entries, tol), utilization, raw, nil
+	newRatio := float64(c.utilization(usage.value(up), requested.value(up))) / float64(targetUtilization)
+	return c.rebalanced(currentReplicas, ratio, newRatio, entries, tol), utilization, raw, nil
 }
 
 // rebalanced finishes a proposal whose ratio was recomputed with missing
 // and unready pods filled in: no change when that lands inside the
 // tolerance or flips the direction of the scale.
-func rebalanced(currentReplicas int32, ratio, newRatio float64, entries int, tol Tolerances) int32 {
+func (c *Calculator) rebalanced(currentReplicas int32, ratio, newRatio float64, entries int, tol Tolerances) int32 {
 	if tol.Within(newRatio) || (ratio < 1.0 && newRatio > 1.0) || (ratio > 1.0 && newRatio < 1.0) {
 		return currentReplicas
 	}
-	proposal := int32(math.Ceil(newRatio * float64(entries)))
+	proposal := c.count(math.Ceil(newRatio * float64(entries)))
 	if (newRatio < 1.0 && proposal > currentReplicas) || (newRatio > 1.0 && proposal < currentReplicas) {
 		return currentReplicas
 	}
@@ -291,7 +295,8 @@ func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int
 	if g.entries == 0 {
 		return 0, 0, errNoMetrics
 	}
-	usage := g.keptSum / int64(g.entries)
+	up := c.UpstreamArithmetic
+	usage := g.kept.div(int64(g.entries), up)
 	ratio := float64(usage) / float64(targetUsage)
 
 	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
@@ -299,24 +304,26 @@ func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int
 		if tol.Within(ratio) {
 			return currentReplicas, usage, nil
 		}
-		return int32(math.Ceil(ratio * float64(g.ready))), usage, nil
+		return c.count(math.Ceil(ratio * float64(g.ready))), usage, nil
 	}
 
 	// Missing pods count as the target on a scale-down and 0 on a scale-up;
 	// unready pods as 0 on a scale-up.
-	total, entries := g.keptSum, g.entries
+	total, entries := g.kept, g.entries
 	// A ratio of exactly 1 (or NaN) leaves missing pods out.
 	if g.missing > 0 && (ratio < 1.0 || ratio > 1.0) {
 		if ratio < 1.0 {
-			total += targetUsage * int64(g.missing)
+			for range g.missing {
+				total.add(targetUsage)
+			}
 		}
 		entries += g.missing
 	}
 	if scaleUpWithUnready {
 		entries += g.unready
 	}
-	newRatio := float64(total/int64(entries)) / float64(targetUsage)
-	return rebalanced(currentReplicas, ratio, newRatio, entries, tol), usage, nil
+	newRatio := float64(total.div(int64(entries), up)) / float64(targetUsage)
+	return c.rebalanced(currentReplicas, ratio, newRatio, entries, tol), usage, nil
 }
 
 // ObjectValue proposes replicas for an Object metric with a Value target.
@@ -333,7 +340,7 @@ func (c *Calculator) ObjectValue(ctx context.Context, currentReplicas int32, tar
 // ignores pods and tolerance, so that a workload can come back from zero.
 func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, tol Tolerances) (int32, error) {
 	if currentReplicas == 0 {
-		return int32(math.Ceil(ratio)), nil
+		return c.count(math.Ceil(ratio)), nil
 	}
 	if tol.Within(ratio) {
 		return currentReplicas, nil
@@ -351,7 +358,7 @@ func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, to
 	if proposal > math.MaxInt32 {
 		return math.MaxInt32, nil
 	}
-	return int32(math.Ceil(proposal)), nil
+	return c.count(math.Ceil(proposal)), nil
 }
 
 // ObjectAverageValue proposes replicas for an Object metric with an
@@ -364,9 +371,9 @@ func (c *Calculator) ObjectAverageValue(ctx context.Context, statusReplicas int3
 	proposal := statusReplicas
 	ratio := float64(usage) / (float64(targetAverage) * float64(proposal))
 	if !tol.Within(ratio) {
-		proposal = int32(math.Ceil(float64(usage) / float64(targetAverage)))
+		proposal = c.count(math.Ceil(float64(usage) / float64(targetAverage)))
 	}
-	return proposal, int64(math.Ceil(float64(usage) / float64(statusReplicas))), nil
+	return proposal, c.ceil64(float64(usage) / float64(statusReplicas)), nil
 }
 
 // ExternalValue proposes replicas for an External metric with a Value
@@ -376,14 +383,7 @@ func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, t
 	if err != nil {
 		return 0, 0, err
 	}
-	var usage int64
-	for _, v := range values {
-		if v > 0 && usage > math.MaxInt64-v {
-			usage = math.MaxInt64
-			break
-		}
-		usage += v
-	}
+	usage := c.sumExternal(values)
 	proposal, err := c.usageRatioProposal(currentReplicas, float64(usage)/float64(targetUsage), tol)
 	return proposal, usage, err
 }
@@ -395,14 +395,7 @@ func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas in
 	if err != nil {
 		return 0, 0, err
 	}
-	var usage int64
-	for _, v := range values {
-		usage += v
-		if usage < 0 { // only an int64 overflow gets here
-			usage = math.MaxInt64
-			break
-		}
-	}
+	usage := c.sumExternalPerPod(values)
 	proposal := statusReplicas
 	ratio := float64(usage) / (float64(targetPerPod) * float64(proposal))
 	if !tol.Within(ratio) {
@@ -410,15 +403,56 @@ func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas in
 		if p > float64(math.MaxInt32) {
 			proposal = math.MaxInt32
 		} else {
-			proposal = int32(p)
+			proposal = c.count(p)
 		}
 	}
 	if float64(usage) >= float64(math.MaxInt64) {
 		usage = math.MaxInt64
 	} else {
-		usage = int64(math.Ceil(float64(usage) / float64(statusReplicas)))
+		usage = c.ceil64(float64(usage) / float64(statusReplicas))
 	}
 	return proposal, usage, nil
+}
+
+// sumExternal sums an External Value metric's series. Upstream saturates
+// a positive overflow at its first step and lets a negative one wrap.
+func (c *Calculator) sumExternal(values []int64) int64 {
+	if !c.UpstreamArithmetic {
+		var s sum
+		for _, v := range values {
+			s.add(v)
+		}
+		return s.value(false)
+	}
+	var usage int64
+	for _, v := range values {
+		if v > 0 && usage > math.MaxInt64-v {
+			return math.MaxInt64
+		}
+		usage += v
+	}
+	return usage
+}
+
+// sumExternalPerPod sums an External AverageValue metric's series.
+// Upstream takes any negative running sum for an overflow, so [-5] or
+// [10, -10.001] read as MaxInt64 and scale to maxReplicas.
+func (c *Calculator) sumExternalPerPod(values []int64) int64 {
+	if !c.UpstreamArithmetic {
+		var s sum
+		for _, v := range values {
+			s.add(v)
+		}
+		return s.value(false)
+	}
+	var usage int64
+	for _, v := range values {
+		usage += v
+		if usage < 0 {
+			return math.MaxInt64
+		}
+	}
+	return usage
 }
 
 // external reads an External metric's matching series.

@@ -27,7 +27,7 @@ func ReadResults(data []byte) ([]StepResult, error) {
 }
 
 // Disagreements lists, step by step, where got differs from want under the
-// agreement rule of shared/scenarios/README.md; none means they agree.
+// agreement rule of docs/scenarios.md; none means they agree.
 // initial is the scenario's starting status (for lastScaleTime at step 0).
 func Disagreements(initial autoscalingv2.HorizontalPodAutoscalerStatus, got, want []StepResult) []string {
 	var diffs []string

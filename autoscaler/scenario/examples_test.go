@@ -4,12 +4,41 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
 
+// replayFile replays a scenario file and reads the results it is compared with.
+func replayFile(t *testing.T, file, expected string, upstream bool) (*Scenario, []StepResult, []StepResult) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	s.UpstreamArithmetic = upstream
+	got, err := Replay(context.Background(), s)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	raw, err := os.ReadFile(expected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadResults(raw)
+	if err != nil {
+		t.Fatalf("expected output: %v", err)
+	}
+	return s, got, want
+}
+
 // TestExamplesAgreeWithUpstream replays every example and compares it with
-// what kube-controller-manager v1.36 wrote for it.
+// what kube-controller-manager v1.36 wrote for it, in both arithmetic
+// modes: none of them reaches an overflow, where the modes differ.
 func TestExamplesAgreeWithUpstream(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/examples/*.yaml")
@@ -21,30 +50,48 @@ func TestExamplesAgreeWithUpstream(t *testing.T) {
 	}
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
-		t.Run(name, func(t *testing.T) {
+		for _, upstream := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "", true: "/upstream-arithmetic"}[upstream], func(t *testing.T) {
+				t.Parallel()
+				s, got, want := replayFile(t, file, strings.TrimSuffix(file, ".yaml")+".expected.jsonl", upstream)
+				if diffs := Disagreements(s.Autoscaler.Status, got, want); len(diffs) > 0 {
+					t.Errorf("disagrees with upstream:\n  %s", strings.Join(diffs, "\n  "))
+				}
+			})
+		}
+	}
+}
+
+// TestDeviations replays the documented deviations from upstream: each
+// agrees with its expected output, and with upstream's own (.upstream.jsonl)
+// under --upstream-arithmetic, and the two differ. Upstream's results rest
+// on amd64's conversion of out-of-range floats, so that half runs there.
+func TestDeviations(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/deviations/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scenarios found in testdata/deviations")
+	}
+	for _, file := range files {
+		base := strings.TrimSuffix(file, ".yaml")
+		t.Run(filepath.Base(base), func(t *testing.T) {
 			t.Parallel()
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Parse(data)
-			if err != nil {
-				t.Fatalf("parse: %v", err)
-			}
-			got, err := Replay(context.Background(), s)
-			if err != nil {
-				t.Fatalf("replay: %v", err)
-			}
-			expected, err := os.ReadFile(strings.TrimSuffix(file, ".yaml") + ".expected.jsonl")
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := ReadResults(expected)
-			if err != nil {
-				t.Fatalf("expected output: %v", err)
-			}
+			s, got, want := replayFile(t, file, base+".expected.jsonl", false)
 			if diffs := Disagreements(s.Autoscaler.Status, got, want); len(diffs) > 0 {
-				t.Errorf("disagrees with upstream:\n  %s", strings.Join(diffs, "\n  "))
+				t.Errorf("disagrees with its expected output:\n  %s", strings.Join(diffs, "\n  "))
+			}
+			if runtime.GOARCH != "amd64" {
+				return
+			}
+			s, got, upstream := replayFile(t, file, base+".upstream.jsonl", true)
+			if diffs := Disagreements(s.Autoscaler.Status, got, upstream); len(diffs) > 0 {
+				t.Errorf("--upstream-arithmetic disagrees with upstream:\n  %s", strings.Join(diffs, "\n  "))
+			}
+			if len(Disagreements(s.Autoscaler.Status, want, upstream)) == 0 {
+				t.Error("not a deviation: the expected output agrees with upstream's")
 			}
 		})
 	}

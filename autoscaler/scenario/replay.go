@@ -15,7 +15,7 @@ import (
 )
 
 // StepResult is what the controller did at one step: the replay's output
-// line, in the JSON form of shared/scenarios/README.md.
+// line, in the JSON form of docs/scenarios.md.
 type StepResult struct {
 	At       string                                      `json:"at"`
 	Replicas int32                                       `json:"replicas"`

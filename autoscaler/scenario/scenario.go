@@ -1,5 +1,5 @@
 // Package scenario is the replay format of `autoscaler simulate`
-// (shared/scenarios/README.md): a recorded history of what one autoscaler
+// (docs/scenarios.md): a recorded history of what one autoscaler
 // saw, replayed through the decision core with a virtual clock.
 package scenario
 
@@ -28,6 +28,11 @@ type Scenario struct {
 	FeatureGates map[string]bool                       `json:"featureGates"`
 	Autoscaler   autoscalingv2.HorizontalPodAutoscaler `json:"autoscaler"`
 	Steps        []Step                                `json:"steps"`
+
+	// UpstreamArithmetic replays kube-controller-manager's overflows
+	// exactly (`simulate --upstream-arithmetic`); it is not part of the
+	// format.
+	UpstreamArithmetic bool `json:"-"`
 }
 
 // Controller holds kube-controller-manager's HPA flags.
@@ -284,5 +289,6 @@ func (s *Scenario) Settings() decision.Settings {
 	if v, ok := s.FeatureGates["PodLevelResources"]; ok {
 		set.Gates.PodLevelResources = v
 	}
+	set.UpstreamArithmetic = s.UpstreamArithmetic
 	return set
 }

@@ -20,9 +20,10 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "scenario file (YAML or JSON); - reads standard input")
 	output := fs.StringP("output", "o", "jsonl", "output format: jsonl or table")
+	upstream := fs.Bool("upstream-arithmetic", false, "replay kube-controller-manager's int32/int64 overflows and its reading of a negative External sum exactly, instead of saturating (docs/scenarios.md, Deviations from upstream)")
 	plotFile := fs.String("plot", "", "also draw the timeline (replicas, each metric against its target) as SVG into this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table] [--plot FILE.svg]")
+		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table] [--plot FILE.svg] [--upstream-arithmetic]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +53,7 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stderr, "simulate: %s: %v\n", *file, err)
 		return 1
 	}
+	s.UpstreamArithmetic = *upstream
 	results, err := scenario.Replay(ctx, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "simulate: %s: %v\n", *file, err)

@@ -17,6 +17,7 @@ func TestSimulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const deviation = "../../autoscaler/scenario/testdata/deviations/04-scale-up-policy-over-int32.yaml"
 	cases := []struct {
 		name       string
 		args       []string
@@ -28,6 +29,10 @@ func TestSimulate(t *testing.T) {
 	}{
 		{name: "jsonl from stdin", args: []string{"-f", "-"}, stdin: string(example), wantOut: `{"at":"0s","replicas":5,"rescaled":true,"error":""`},
 		{name: "table", args: []string{"-f", "-", "-o", "table"}, stdin: string(example), wantOut: "3 → 5"},
+		// A scale-up policy of 2^31-1 pods: saturated by default, wrapping
+		// (and blocking the scale-up) as upstream with --upstream-arithmetic.
+		{name: "saturating arithmetic", args: []string{"-f", deviation}, wantOut: `{"at":"0s","replicas":10,"rescaled":true`},
+		{name: "upstream arithmetic", args: []string{"-f", deviation, "--upstream-arithmetic"}, wantOut: `{"at":"0s","replicas":2,"rescaled":false`},
 		{name: "malformed prints nothing on stdout", args: []string{"-f", "-"}, stdin: strings.Replace(string(example), "at: 2m", "at: later", 1),
 			wantCode: 1, wantNoOut: true, wantStderr: "steps[1].at"},
 		{name: "missing file flag", args: nil, wantCode: 2, wantNoOut: true, wantStderr: "-f is required"},
