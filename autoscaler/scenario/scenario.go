@@ -7,15 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/defaults"
+	"github.com/metricscale/metricscale/autoscaler/validation"
 )
 
 // Duration is a Go duration written as a string ("30s", "5m").
@@ -173,6 +177,10 @@ func (s *Scenario) validate() error {
 	if a.Namespace == "" {
 		a.Namespace = metav1.NamespaceDefault
 	}
+	opts := validation.Options{ScaleToZero: s.Settings().Gates.ScaleToZero}
+	if err := validateSpec(&a.Spec, field.NewPath("autoscaler", "spec"), opts); err != nil {
+		return err
+	}
 	if len(s.Steps) == 0 {
 		return fieldErr("steps", "at least one step is required")
 	}
@@ -202,11 +210,29 @@ func (s *Scenario) validate() error {
 				return fieldErr(path+".scale.statusReplicas", "must not be negative, got %d", *st.Scale.StatusReplicas)
 			}
 		}
+		if st.Autoscaler != nil {
+			if err := validateSpec(&st.Autoscaler.Spec, field.NewPath("steps").Index(i).Child("autoscaler", "spec"), opts); err != nil {
+				return err
+			}
+		}
 		if err := validateLists(path, st); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// validateSpec refuses a spec the API server would refuse, after the
+// defaulting it applies first.
+func validateSpec(spec *autoscalingv2.HorizontalPodAutoscalerSpec, path *field.Path, opts validation.Options) error {
+	defaulted := spec.DeepCopy()
+	defaults.Spec(defaulted)
+	errs := validation.Spec(defaulted, path, opts)
+	if len(errs) == 0 {
+		return nil
+	}
+	e := errs[0]
+	return &FieldError{Path: e.Field, Err: errors.New(strings.TrimPrefix(validation.Describe(e), e.Field+": "))}
 }
 
 func validateLists(path string, st *Step) error {

@@ -2,9 +2,12 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/metricscale/metricscale/autoscaler/validation/validationtest"
 )
 
 func readExample(t testing.TB, name string) string {
@@ -95,4 +98,46 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%d results for %d steps", len(res), len(s.Steps))
 		}
 	})
+}
+
+// TestInvalidSpecsAreRefused: a spec the API server would reject, at the
+// start or in a step's edit, is refused with its field named, from the
+// table the MetricAutoscaler CRD is tested with.
+func TestInvalidSpecsAreRefused(t *testing.T) {
+	t.Parallel()
+	table, err := validationtest.InvalidSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range table {
+		for _, inEdit := range []bool{false, true} {
+			t.Run(tc.Name+map[bool]string{false: "", true: "/edit"}[inEdit], func(t *testing.T) {
+				t.Parallel()
+				doc := map[string]any{
+					"start":        "2026-01-01T00:00:00Z",
+					"featureGates": map[string]any{"HPAScaleToZero": true},
+					"autoscaler":   map[string]any{"metadata": map[string]any{"name": "web"}, "spec": tc.Spec},
+					"steps": []any{
+						map[string]any{"at": "0s", "scale": map[string]any{"replicas": 1, "selector": "app=web"}, "pods": []any{}},
+						map[string]any{"at": "1m"},
+					},
+				}
+				want := "autoscaler." + tc.Field + ": "
+				if inEdit {
+					valid := map[string]any{"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 3}
+					doc["autoscaler"].(map[string]any)["spec"] = valid
+					doc["steps"].([]any)[1].(map[string]any)["autoscaler"] = map[string]any{"spec": tc.Spec}
+					want = "steps[1]." + want
+				}
+				data, err := json.Marshal(doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = Parse(data)
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.Detail) {
+					t.Fatalf("error %v, want one at %q saying %q", err, want, tc.Detail)
+				}
+			})
+		}
+	}
 }
