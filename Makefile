@@ -51,7 +51,9 @@ demo:
 
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-# Regenerates deep-copy code and the MetricAutoscaler CRD from the Go types.
+# Regenerates deep-copy code and the MetricAutoscaler CRD from the Go types;
+# crdpatch adds the HPA validation of the upstream types the spec embeds.
 generate:
 	$(CONTROLLER_GEN) object paths=./autoscaler/api/...
-	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./autoscaler/api/... output:crd:stdout > manifests/autoscaler/crd.yaml
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./autoscaler/api/... output:crd:stdout | $(GO) run ./autoscaler/api/v1alpha1/crdpatch > manifests/autoscaler/crd.yaml.tmp
+	mv manifests/autoscaler/crd.yaml.tmp manifests/autoscaler/crd.yaml
