@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -31,6 +32,10 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
@@ -44,86 +49,110 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 )
 
+// The kube-controller-manager feature gates the decisions read, with
+// their v1.36 defaults.
+const (
+	GateConfigurableTolerance featuregate.Feature = "HPAConfigurableTolerance"
+	GateScaleToZero           featuregate.Feature = "HPAScaleToZero"
+	GatePodLevelResources     featuregate.Feature = "PodLevelResources"
+)
+
+var hpaGates = map[featuregate.Feature]featuregate.FeatureSpec{
+	GateConfigurableTolerance: {Default: true, PreRelease: featuregate.Beta},
+	GateScaleToZero:           {Default: false, PreRelease: featuregate.Alpha},
+	GatePodLevelResources:     {Default: true, PreRelease: featuregate.Beta},
+}
+
 // Options are the controller's command-line settings.
 type Options struct {
 	Kubeconfig      string
+	KubeAPIQPS      float32
+	KubeAPIBurst    int
 	Workers         int
 	HPAObjects      bool
 	HPASyncPeriod   time.Duration
 	HistorySync     time.Duration
 	BindAddress     string
-	LeaderElect     bool
-	LeaseNamespace  string
-	LeaseName       string
-	LeaseDuration   time.Duration
-	RenewDeadline   time.Duration
-	RetryPeriod     time.Duration
+	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
 	Identity        string
 	Tolerance       float64
 	CPUInitPeriod   time.Duration
 	ReadinessDelay  time.Duration
 	DownscaleWindow time.Duration
-	FeatureGates    map[string]bool
+	// Gates holds the HPA gates and the logging ones.
+	Gates   featuregate.MutableFeatureGate
+	Logging *logsapi.LoggingConfiguration
 }
 
 // NewOptions returns kube-controller-manager's defaults where they apply.
 func NewOptions() *Options {
 	d := decision.DefaultSettings()
 	host, _ := os.Hostname()
+	gates := featuregate.NewFeatureGate()
+	utilruntime.Must(gates.Add(hpaGates))
+	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	return &Options{
+		KubeAPIQPS: 100, KubeAPIBurst: 200,
 		Workers: 5, HPASyncPeriod: 15 * time.Second, HistorySync: 5 * time.Minute,
-		BindAddress: ":8080", LeaderElect: true, LeaseNamespace: "metricscale", LeaseName: "metricscale-autoscaler",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		// Unauthenticated: only this host may read it (see README).
+		BindAddress: "127.0.0.1:8080",
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect: true, ResourceLock: resourcelock.LeasesResourceLock,
+			ResourceNamespace: "metricscale", ResourceName: "metricscale-autoscaler",
+			LeaseDuration: metav1.Duration{Duration: 15 * time.Second}, RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod: metav1.Duration{Duration: 2 * time.Second},
+		},
 		Identity:  host + "_" + fmt.Sprint(os.Getpid()),
 		Tolerance: d.Tolerance, CPUInitPeriod: d.CPUInitializationPeriod, ReadinessDelay: d.InitialReadinessDelay,
-		DownscaleWindow: d.DownscaleStabilizationWindow, FeatureGates: map[string]bool{},
+		DownscaleWindow: d.DownscaleStabilizationWindow,
+		Gates:           gates,
+		Logging:         logsapi.NewLoggingConfiguration(),
 	}
 }
 
 // AddFlags registers the options' flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; in-cluster configuration when empty")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "autoscalers reconciled concurrently")
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
 	fs.DurationVar(&o.HistorySync, "history-sync-interval", o.HistorySync, "how often a MetricAutoscaler's saved history is refreshed when nothing else in its status changes (a change of metrics or scale saves it at once)")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /metrics, /healthz and /readyz")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run only while holding the leader Lease")
-	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader Lease")
-	fs.StringVar(&o.LeaseName, "leader-elect-name", o.LeaseName, "name of the leader Lease")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a standby waits before taking over an unrenewed Lease")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it gives up leading")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between attempts to acquire or renew the Lease")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /metrics, /healthz and /readyz, plain HTTP without authentication: keep it on a loopback address unless the network is trusted")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	// The names of earlier releases, still accepted.
+	fs.StringVar(&o.LeaderElection.ResourceNamespace, "leader-elect-namespace", o.LeaderElection.ResourceNamespace, "namespace of the leader Lease")
+	fs.StringVar(&o.LeaderElection.ResourceName, "leader-elect-name", o.LeaderElection.ResourceName, "name of the leader Lease")
+	_ = fs.MarkDeprecated("leader-elect-namespace", "use --leader-elect-resource-namespace")
+	_ = fs.MarkDeprecated("leader-elect-name", "use --leader-elect-resource-name")
 	fs.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "this replica's identity in the Lease")
 	fs.Float64Var(&o.Tolerance, "horizontal-pod-autoscaler-tolerance", o.Tolerance, "minimum change of the usage ratio that causes a rescale")
 	fs.DurationVar(&o.CPUInitPeriod, "horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitPeriod, "after pod start, when cpu samples may be skipped")
 	fs.DurationVar(&o.ReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", o.ReadinessDelay, "after pod start, when readiness changes count as the first readiness")
 	fs.DurationVar(&o.DownscaleWindow, "horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleWindow, "window of past recommendations a scale-down is held against")
-	fs.Var(gateFlag(o.FeatureGates), "feature-gates", "HPA feature gates, e.g. HPAScaleToZero=true,HPAConfigurableTolerance=false,PodLevelResources=true")
+	o.Gates.AddFlag(fs)
+	logsapi.AddFlags(o.Logging, fs)
 }
 
 // Settings are the decision settings the options give.
 func (o *Options) Settings() decision.Settings {
 	s := decision.DefaultSettings()
 	s.Tolerance, s.CPUInitializationPeriod, s.InitialReadinessDelay, s.DownscaleStabilizationWindow = o.Tolerance, o.CPUInitPeriod, o.ReadinessDelay, o.DownscaleWindow
-	for name, on := range o.FeatureGates {
-		switch name {
-		case "HPAConfigurableTolerance":
-			s.Gates.ConfigurableTolerance = on
-		case "HPAScaleToZero":
-			s.Gates.ScaleToZero = on
-		case "PodLevelResources":
-			s.Gates.PodLevelResources = on
-		}
-	}
+	s.Gates.ConfigurableTolerance = o.Gates.Enabled(GateConfigurableTolerance)
+	s.Gates.ScaleToZero = o.Gates.Enabled(GateScaleToZero)
+	s.Gates.PodLevelResources = o.Gates.Enabled(GatePodLevelResources)
 	return s
 }
 
-// Validate checks the options.
+// Validate checks the options and applies the logging configuration.
 func (o *Options) Validate() error {
 	var errs []error
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	if o.HPASyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("--hpa-sync-period must be at least 1s, got %s", o.HPASyncPeriod))
@@ -131,42 +160,18 @@ func (o *Options) Validate() error {
 	if o.Tolerance < 0 {
 		errs = append(errs, fmt.Errorf("--horizontal-pod-autoscaler-tolerance must not be negative, got %v", o.Tolerance))
 	}
-	if o.LeaderElect && o.RenewDeadline >= o.LeaseDuration {
-		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration))
+	le := o.LeaderElection
+	if le.LeaderElect && le.RenewDeadline.Duration >= le.LeaseDuration.Duration {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)", le.RenewDeadline.Duration, le.LeaseDuration.Duration))
+	}
+	if le.LeaderElect && le.ResourceLock != resourcelock.LeasesResourceLock {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %s, got %q", resourcelock.LeasesResourceLock, le.ResourceLock))
+	}
+	if err := logsapi.ValidateAndApply(o.Logging, o.Gates); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
-
-type gateFlag map[string]bool
-
-func (g gateFlag) String() string {
-	var parts []string
-	for k, v := range g {
-		parts = append(parts, fmt.Sprintf("%s=%t", k, v))
-	}
-	return strings.Join(parts, ",")
-}
-
-func (g gateFlag) Set(s string) error {
-	for _, kv := range strings.Split(s, ",") {
-		if kv = strings.TrimSpace(kv); kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || (v != "true" && v != "false") {
-			return fmt.Errorf("feature gate %q: want Name=true or Name=false", kv)
-		}
-		switch k {
-		case "HPAConfigurableTolerance", "HPAScaleToZero", "PodLevelResources":
-		default:
-			return fmt.Errorf("unknown feature gate %q (known: HPAConfigurableTolerance, HPAScaleToZero, PodLevelResources)", k)
-		}
-		g[k] = v == "true"
-	}
-	return nil
-}
-
-func (g gateFlag) Type() string { return "mapStringBool" }
 
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, o *Options) error {
@@ -175,7 +180,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -235,24 +240,27 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		ready.Store(ctx.Err() == nil)
 	}()
-	srv, err := serve(ctx, o.BindAddress, &ready)
+	le := o.LeaderElection
+	// Unhealthy when leading without renewing for this long past the lease.
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	srv, err := serve(ctx, o.BindAddress, &ready, watchdog)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 
-	if !o.LeaderElect {
+	if !le.LeaderElect {
 		return ctrl.Run(ctx)
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaseNamespace, Name: o.LeaseName},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity, EventRecorder: recorder},
 	}
 	runErr := make(chan error, 1)
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock: lock, Name: o.LeaseName, ReleaseOnCancel: true,
-		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		Lock: lock, Name: le.ResourceName, ReleaseOnCancel: true, WatchDog: watchdog,
+		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Became leader", "identity", o.Identity)
@@ -299,27 +307,33 @@ func trimManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-func serve(ctx context.Context, addr string, ready *atomic.Bool) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", legacyregistry.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+func serve(ctx context.Context, addr string, ready *atomic.Bool, leader healthz.HealthChecker) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler(ready, leader), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.FromContext(ctx).Error(err, "Metrics server stopped")
 		}
 	}()
 	return srv, nil
+}
+
+// handler serves /metrics, /healthz and /livez (with a leader-election
+// check, as kube-controller-manager's: a leader that stopped renewing is
+// unhealthy) and /readyz (informer caches synced).
+func handler(ready *atomic.Bool, leader healthz.HealthChecker) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	healthz.InstallHandler(mux, healthz.PingHealthz, leader)
+	healthz.InstallLivezHandler(mux, healthz.PingHealthz, leader)
+	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
+		if !ready.Load() {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}))
+	return mux
 }

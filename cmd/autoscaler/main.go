@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/autoscaler/app"
@@ -23,12 +23,12 @@ func main() {
 	opts := app.NewOptions()
 	fs := pflag.NewFlagSet("autoscaler", pflag.ExitOnError)
 	opts.AddFlags(fs)
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
+	defer logs.FlushLogs()
+	// Validate applies the logging flags (component-base, as the adapter).
 	if err := opts.Validate(); err != nil {
 		klog.ErrorS(err, "Invalid flags")
+		logs.FlushLogs()
 		os.Exit(2)
 	}
 
@@ -36,8 +36,7 @@ func main() {
 	defer stop()
 	if err := app.Run(ctx, opts); err != nil {
 		klog.ErrorS(err, "Autoscaler stopped")
-		klog.Flush()
+		logs.FlushLogs()
 		os.Exit(1)
 	}
-	klog.Flush()
 }

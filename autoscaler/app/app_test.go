@@ -1,0 +1,87 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestFlags: component-base's leader election, feature gate and logging
+// flags, the names hack/cluster.sh and earlier releases pass, and a
+// loopback default for the unauthenticated endpoints.
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	o := NewOptions()
+	if !strings.HasPrefix(o.BindAddress, "127.0.0.1:") {
+		t.Errorf("default --bind-address %q, want a loopback address", o.BindAddress)
+	}
+	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	args := []string{
+		"--kubeconfig=kc", "--bind-address=127.0.0.1:6446", "--leader-elect=true", "--leader-elect-namespace=ns",
+		"--leader-elect-resource-name=lease", "--leader-elect-lease-duration=20s", "--leader-elect-identity=me",
+		"--feature-gates=HPAScaleToZero=true,HPAConfigurableTolerance=false", "--kube-api-qps=50", "--kube-api-burst=80",
+		"-v=2", "--logging-format=text",
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	le := o.LeaderElection
+	if le.ResourceNamespace != "ns" || le.ResourceName != "lease" || le.LeaseDuration.Duration != 20*time.Second || o.Identity != "me" {
+		t.Errorf("leader election %+v identity %q", le, o.Identity)
+	}
+	if s := o.Settings(); !s.Gates.ScaleToZero || s.Gates.ConfigurableTolerance || !s.Gates.PodLevelResources {
+		t.Errorf("gates %+v, want ScaleToZero on, ConfigurableTolerance off, PodLevelResources on", s.Gates)
+	}
+	if o.KubeAPIQPS != 50 || o.KubeAPIBurst != 80 {
+		t.Errorf("qps %v burst %d", o.KubeAPIQPS, o.KubeAPIBurst)
+	}
+	if o.Logging.Verbosity != 2 {
+		t.Errorf("verbosity %d, want 2", o.Logging.Verbosity)
+	}
+	if err := NewOptions().Gates.Set("NoSuchGate=true"); err == nil {
+		t.Error("an unknown feature gate was accepted")
+	}
+}
+
+type checker struct{ err error }
+
+func (checker) Name() string                { return "leaderElection" }
+func (c checker) Check(*http.Request) error { return c.err }
+
+// TestHealth: /healthz fails when leader election does (a leader that no
+// longer renews), /readyz until the caches are synced.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name            string
+		leaderErr       error
+		synced          bool
+		healthz, readyz int
+	}{
+		{"starting", nil, false, http.StatusOK, http.StatusInternalServerError},
+		{"running", nil, true, http.StatusOK, http.StatusOK},
+		{"leader stopped renewing", errors.New("failed election to renew leadership on lease metricscale-autoscaler"), true, http.StatusInternalServerError, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var ready atomic.Bool
+			ready.Store(tc.synced)
+			h := handler(&ready, checker{tc.leaderErr})
+			for path, want := range map[string]int{"/healthz": tc.healthz, "/livez": tc.healthz, "/readyz": tc.readyz} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				if rec.Code != want {
+					t.Errorf("%s: %d, want %d (%s)", path, rec.Code, want, rec.Body.String())
+				}
+			}
+		})
+	}
+}
