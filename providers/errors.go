@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/metricscale/metricscale/providers/naming"
 )
 
 // Reason classifies a provider error; it is the "reason" label of the
@@ -57,6 +59,22 @@ func NewUnknownMetric(gr schema.GroupResource, metric string) *Error {
 		return newError(ReasonUnknownMetric, apierrors.NewNotFound(schema.GroupResource{Group: "external.metrics.k8s.io", Resource: "metric"}, metric), nil)
 	}
 	return newError(ReasonUnknownMetric, provider.NewMetricNotFoundError(gr, metric), nil)
+}
+
+// NewKindNotServed is a 404 for a metric routed to a provider that does not
+// serve its kind (a custom metric routed to an external-only backend).
+func NewKindNotServed(gr schema.GroupResource, metric, providerName string) *Error {
+	kind := "custom"
+	if gr.Empty() {
+		kind = "external"
+	}
+	se := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusNotFound,
+		Reason:  metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf("the server could not find the %s metric %s: it is routed to provider %q, which serves no %s metrics", kind, metric, providerName, kind),
+	}}
+	return newError(ReasonUnknownMetric, se, nil)
 }
 
 // NewUnknownResource is a 404 for a resource the cluster does not serve.
@@ -116,6 +134,10 @@ func ReasonOf(err error) Reason {
 	if errors.As(err, &pe) {
 		return pe.Reason
 	}
+	var ur *naming.UnknownResourceError
+	if errors.As(err, &ur) {
+		return ReasonUnknownMetric
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return ReasonNoValue
@@ -135,6 +157,10 @@ func ToAPIError(providerName string, err error) error {
 	var pe *Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	var ur *naming.UnknownResourceError
+	if errors.As(err, &ur) {
+		return NewUnknownResource(ur.GR)
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {

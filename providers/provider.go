@@ -3,9 +3,11 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/metricscale/metricscale/providers/naming"
 )
 
 // CustomMetricInfo and ExternalMetricInfo are custom-metrics-apiserver's, so
@@ -22,9 +26,12 @@ type (
 	ExternalMetricInfo = provider.ExternalMetricInfo
 )
 
-// Provider is one configured backend instance.
+// Provider is one configured backend instance. On its own it serves
+// nothing: a backend implements the API interfaces below for the metric
+// kinds it actually has (custom-metrics-apiserver splits them the same way),
+// and the registry answers a 404 naming the provider for a kind it lacks.
 //
-// The registry calls a Provider only for metrics routed to it, always with a
+// The registry calls a provider only for metrics routed to it, always with a
 // GroupResource already normalized through the RESTMapper (plural resource,
 // full group: "pods", "deployments.apps") and with a context that carries the
 // instance's timeout. Implementations must return promptly when the context
@@ -32,6 +39,12 @@ type (
 type Provider interface {
 	// Name is the instance name from the config (providers[].name).
 	Name() string
+}
+
+// CustomProvider serves custom.metrics.k8s.io: metrics that describe
+// Kubernetes objects.
+type CustomProvider interface {
+	Provider
 
 	// GetMetricByName returns the metric for one object. The namespace is empty
 	// for cluster-scoped objects.
@@ -42,15 +55,58 @@ type Provider interface {
 	// left out; if no object has one, it returns a 404.
 	GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error)
 
+	// ListAllMetrics describes what the provider can currently serve, for
+	// discovery. It must be cheap and must not block on a backend: it returns
+	// the last known list.
+	ListAllMetrics() []CustomMetricInfo
+}
+
+// ExternalProvider serves external.metrics.k8s.io: metrics of anything
+// outside the cluster, selected by labels.
+type ExternalProvider interface {
+	Provider
+
 	// GetExternalMetric returns every series of the metric visible from the
 	// namespace that matches metricSelector, one item per series, unsummed.
 	GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error)
 
-	// ListAllMetrics and ListAllExternalMetrics describe what the provider can
-	// currently serve, for discovery. They must be cheap and must not block on
-	// a backend: return the last known list.
-	ListAllMetrics() []CustomMetricInfo
+	// ListAllExternalMetrics is ListAllMetrics for external metrics.
 	ListAllExternalMetrics() []ExternalMetricInfo
+}
+
+// ResourceProvider serves metrics.k8s.io: CPU and memory usage of pods
+// (per container) and nodes, as metrics-server does.
+type ResourceProvider interface {
+	Provider
+
+	// GetPodMetrics returns the usage of each pod that has a value; pods
+	// without one are left out.
+	GetPodMetrics(ctx context.Context, pods []types.NamespacedName) ([]PodUsage, error)
+
+	// GetNodeMetrics returns the usage of each node that has a value.
+	GetNodeMetrics(ctx context.Context, nodes []string) ([]NodeUsage, error)
+}
+
+// ContainerUsage is one container's usage: CPU in cores, memory in bytes.
+type ContainerUsage struct {
+	Name        string
+	CPU, Memory resource.Quantity
+}
+
+// PodUsage is one pod's usage over Window ending at Timestamp.
+type PodUsage struct {
+	Pod        types.NamespacedName
+	Timestamp  time.Time
+	Window     time.Duration
+	Containers []ContainerUsage
+}
+
+// NodeUsage is one node's usage over Window ending at Timestamp.
+type NodeUsage struct {
+	Node        string
+	Timestamp   time.Time
+	Window      time.Duration
+	CPU, Memory resource.Quantity
 }
 
 // Sample is one pushed value of one series.
@@ -65,8 +121,19 @@ type Sample struct {
 	Timestamp time.Time
 }
 
+// ErrStoreFull is returned (wrapped) by an Appender whose series limit a
+// push would exceed; the push endpoint answers 507.
+var ErrStoreFull = errors.New("series limit reached")
+
 // Appender is implemented by providers that accept pushed samples.
+//
+// A push may feed several providers and is stored whole or not at all: the
+// registry serializes pushes, asks every target CheckAppend first and calls
+// Append only when all agreed, so an Append after a successful CheckAppend of
+// the same samples must not fail for any reason CheckAppend checks.
 type Appender interface {
+	// CheckAppend returns the error Append would return, storing nothing.
+	CheckAppend(samples []Sample) error
 	// Append stores samples; it either stores all of them or none and
 	// returns an error that says which sample was refused.
 	Append(samples []Sample) error
@@ -107,8 +174,10 @@ type ObjectLister interface {
 
 // Deps are what the adapter hands every provider factory.
 type Deps struct {
-	// Mapper resolves label names and resources to GroupResources.
+	// Mapper is the cluster's RESTMapper; prefer Resources, which caches.
 	Mapper apimeta.RESTMapper
+	// Resources normalizes resources through Mapper with one shared cache.
+	Resources *naming.Resolver
 	// Objects resolves label selectors to object names.
 	Objects ObjectLister
 	// Clock is the time source; tests use a fake one.

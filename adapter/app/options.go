@@ -19,7 +19,7 @@ import (
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/memory"
-	"github.com/metricscale/metricscale/providers/memory/push"
+	"github.com/metricscale/metricscale/providers/push"
 )
 
 // Factories are the provider types the adapter knows, by config type.

@@ -19,11 +19,12 @@ import (
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
 	"github.com/metricscale/metricscale/adapter/config"
-	"github.com/metricscale/metricscale/adapter/metrics"
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/providers"
-	"github.com/metricscale/metricscale/providers/memory/push"
+	"github.com/metricscale/metricscale/providers/naming"
+	"github.com/metricscale/metricscale/providers/push"
 	"github.com/metricscale/metricscale/providers/registry"
+	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
 // Run serves until ctx is done.
@@ -62,7 +63,7 @@ func (o *Options) Run(ctx context.Context) error {
 	lister := objects.New(mdClient, mapper)
 
 	reg, err := buildRegistry(cfg, providers.Deps{
-		Mapper: mapper, Objects: lister, Clock: clock.RealClock{},
+		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},
 		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
 	})
 	if err != nil {
@@ -74,7 +75,7 @@ func (o *Options) Run(ctx context.Context) error {
 	o.WithCustomMetrics(reg)
 	o.WithExternalMetrics(reg)
 
-	metrics.Register()
+	telemetry.Register()
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
 		klog.V(2).InfoS("custom-metrics-apiserver metrics already registered", "err", err)
 	}
@@ -172,7 +173,7 @@ func buildRegistry(cfg *config.Config, deps providers.Deps) (*registry.Registry,
 	for _, r := range cfg.Routes {
 		routes = append(routes, registry.Route{Metric: r.Metric, Provider: r.Provider, Kind: r.Kind})
 	}
-	return registry.New(instances, routes, deps.Mapper, cfg.Discovery.MaxMetrics, deps.Clock)
+	return registry.New(instances, routes, deps.Resources, cfg.Discovery.MaxMetrics, deps.Clock)
 }
 
 func providersReady(ctx context.Context, reg *registry.Registry) error {

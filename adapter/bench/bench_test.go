@@ -26,7 +26,7 @@ import (
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/memory"
-	"github.com/metricscale/metricscale/providers/memory/pushformat"
+	"github.com/metricscale/metricscale/providers/pushformat"
 )
 
 const (

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/metrics"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
 // PodsGVR is watched from the start.
@@ -135,9 +135,9 @@ func (l *Lister) ListNames(ctx context.Context, gr schema.GroupResource, namespa
 		return nil, err
 	}
 	if e.informer.HasSynced() {
-		metrics.CacheHit("objects")
+		telemetry.CacheHit("objects")
 	} else {
-		metrics.CacheMiss("objects")
+		telemetry.CacheMiss("objects")
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for !e.informer.HasSynced() {

@@ -30,7 +30,6 @@ import (
 	"time"
 	"unique"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,6 +41,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/naming"
 )
 
 // Type is the config type of this provider.
@@ -135,26 +135,29 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return New(name, NewStore(clk, ttl, maxSeries), deps.Mapper, deps.Objects, clk, maxAge), nil
+	res := deps.Resources
+	if res == nil {
+		res = naming.NewResolver(deps.Mapper, clk)
+	}
+	return New(name, NewStore(clk, ttl, maxSeries), res, deps.Objects, clk, maxAge), nil
 }
 
 // Provider serves the series of a Store.
 type Provider struct {
-	name    string
-	store   *Store
-	mapper  apimeta.RESTMapper
-	objects providers.ObjectLister
-	clock   clock.PassiveClock
-	maxAge  time.Duration
+	name      string
+	store     *Store
+	resources *naming.Resolver
+	objects   providers.ObjectLister
+	clock     clock.PassiveClock
+	maxAge    time.Duration
 
-	mu        sync.Mutex
-	resources map[schema.GroupResource]cachedResource
-	labelRes  map[string]cachedLabel
-	disc      discovery
+	mu   sync.Mutex
+	disc discovery
 }
 
 var (
-	_ providers.Provider         = (*Provider)(nil)
+	_ providers.CustomProvider   = (*Provider)(nil)
+	_ providers.ExternalProvider = (*Provider)(nil)
 	_ providers.Appender         = (*Provider)(nil)
 	_ providers.Runner           = (*Provider)(nil)
 	_ providers.SeriesCounter    = (*Provider)(nil)
@@ -164,12 +167,8 @@ var (
 
 // New returns a provider named name serving store. maxAge is the oldest a
 // served value may be.
-func New(name string, store *Store, mapper apimeta.RESTMapper, objects providers.ObjectLister, clk clock.PassiveClock, maxAge time.Duration) *Provider {
-	return &Provider{
-		name: name, store: store, mapper: mapper, objects: objects, clock: clk, maxAge: maxAge,
-		resources: map[schema.GroupResource]cachedResource{},
-		labelRes:  map[string]cachedLabel{},
-	}
+func New(name string, store *Store, resources *naming.Resolver, objects providers.ObjectLister, clk clock.PassiveClock, maxAge time.Duration) *Provider {
+	return &Provider{name: name, store: store, resources: resources, objects: objects, clock: clk, maxAge: maxAge}
 }
 
 // Name implements providers.Provider.
@@ -181,6 +180,14 @@ func (p *Provider) Store() *Store { return p.store }
 // Append implements providers.Appender.
 func (p *Provider) Append(samples []providers.Sample) error {
 	if err := p.store.Append(samples); err != nil {
+		return fmt.Errorf("memory provider %q: %w", p.name, err)
+	}
+	return nil
+}
+
+// CheckAppend implements providers.Appender.
+func (p *Provider) CheckAppend(samples []providers.Sample) error {
+	if err := p.store.CheckAppend(samples); err != nil {
 		return fmt.Errorf("memory provider %q: %w", p.name, err)
 	}
 	return nil
@@ -214,79 +221,31 @@ func (p *Provider) Run(ctx context.Context) {
 
 // resourceInfo is how series name objects of one resource.
 type resourceInfo struct {
-	gr          schema.GroupResource
-	namespaced  bool
-	isNamespace bool
+	*naming.Resource
 	// labels are the label names that hold the object's name: the singular
 	// and plural resource names.
-	labels     []unique.Handle[string]
-	apiVersion string
-	kind       string
+	labels []unique.Handle[string]
 }
 
-type cachedResource struct {
-	info *resourceInfo
-	err  error
-	at   time.Time
-}
-
-type cachedLabel struct {
-	gr         schema.GroupResource
-	namespaced bool
-	ok         bool
-	at         time.Time
-}
-
-// resource resolves a GroupResource through the RESTMapper (cached).
+// resource resolves a GroupResource through the shared resolver.
 func (p *Provider) resource(gr schema.GroupResource) (*resourceInfo, error) {
-	now := p.clock.Now()
-	p.mu.Lock()
-	c, ok := p.resources[gr]
-	p.mu.Unlock()
-	if ok && now.Sub(c.at) < mappingCacheTTL {
-		return c.info, c.err
+	if p.resources == nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("no resolver for resource %s", gr))
 	}
-	info, err := p.resolveResource(gr)
-	p.mu.Lock()
-	p.resources[gr] = cachedResource{info: info, err: err, at: now}
-	p.mu.Unlock()
-	return info, err
-}
-
-func (p *Provider) resolveResource(gr schema.GroupResource) (*resourceInfo, error) {
-	if p.mapper == nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("no RESTMapper to resolve resource %s", gr))
-	}
-	gvk, err := p.mapper.KindFor(gr.WithVersion(""))
+	res, err := p.resources.Resolve(gr)
 	if err != nil {
-		return nil, providers.NewUnknownResource(gr)
+		return nil, err
 	}
-	mapping, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("mapping %s: %w", gvk, err))
-	}
-	singular, err := p.mapper.ResourceSingularizer(mapping.Resource.Resource)
-	if err != nil || singular == "" {
-		singular = strings.TrimSuffix(mapping.Resource.Resource, "s")
-	}
-	info := &resourceInfo{
-		gr:          mapping.Resource.GroupResource(),
-		namespaced:  mapping.Scope.Name() == apimeta.RESTScopeNameNamespace,
-		isNamespace: mapping.Resource.GroupResource() == namespacesGR,
-		labels:      []unique.Handle[string]{unique.Make(singular), unique.Make(mapping.Resource.Resource)},
-		apiVersion:  gvk.GroupVersion().String(),
-		kind:        gvk.Kind,
-	}
-	return info, nil
+	return &resourceInfo{Resource: res, labels: []unique.Handle[string]{unique.Make(res.Singular), unique.Make(res.GR.Resource)}}, nil
 }
 
 // objectName returns the name of the object of ri that sr describes in
 // namespace ns ("" for cluster-scoped resources), or false.
 func (ri *resourceInfo) objectName(sr *series, ns string) (string, bool) {
-	if ri.isNamespace {
+	if ri.IsNamespace() {
 		return sr.lookup(namespaceLabel)
 	}
-	if ri.namespaced {
+	if ri.Namespaced {
 		if v, ok := sr.lookup(namespaceLabel); !ok || v != ns {
 			return "", false
 		}
@@ -322,12 +281,12 @@ func (a *agg) add(sr *series, staleBefore int64) {
 
 func (p *Provider) metricValue(ri *resourceInfo, ns, name, metric string, msel labels.Selector, a *agg) custom_metrics.MetricValue {
 	mv := custom_metrics.MetricValue{
-		DescribedObject: custom_metrics.ObjectReference{APIVersion: ri.apiVersion, Kind: ri.kind, Namespace: ns, Name: name},
+		DescribedObject: custom_metrics.ObjectReference{APIVersion: ri.APIVersion, Kind: ri.Kind, Namespace: ns, Name: name},
 		Metric:          custom_metrics.MetricIdentifier{Name: metric},
 		Timestamp:       metav1.NewTime(time.Unix(0, a.oldest)),
 		Value:           Quantity(a.sum),
 	}
-	if ri.isNamespace || !ri.namespaced {
+	if ri.IsNamespace() || !ri.Namespaced {
 		mv.DescribedObject.Namespace = ""
 	}
 	if msel != nil && !msel.Empty() {
@@ -379,19 +338,19 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		}
 	})
 	object := name.Name
-	if ri.namespaced && !ri.isNamespace {
+	if ri.Namespaced && !ri.IsNamespace() {
 		object = name.Namespace + "/" + name.Name
 	}
 	switch {
 	case !known:
-		return nil, providers.NewUnknownMetric(ri.gr, info.Metric)
+		return nil, providers.NewUnknownMetric(ri.GR, info.Metric)
 	case !matched:
 		if !msel.Empty() {
-			return nil, providers.NewNoValue(info.Metric, fmt.Sprintf("%s %s with metric selector %s", ri.gr, object, msel))
+			return nil, providers.NewNoValue(info.Metric, fmt.Sprintf("%s %s with metric selector %s", ri.GR, object, msel))
 		}
-		return nil, providers.NewObjectNotFound(ri.gr, info.Metric, object)
+		return nil, providers.NewObjectNotFound(ri.GR, info.Metric, object)
 	case a.stale:
-		return nil, providers.NewStale(info.Metric, ri.gr.String()+" "+object, time.Unix(0, a.newest), p.maxAge)
+		return nil, providers.NewStale(info.Metric, ri.GR.String()+" "+object, time.Unix(0, a.newest), p.maxAge)
 	}
 	mv := p.metricValue(ri, name.Namespace, name.Name, info.Metric, msel, &a)
 	return &mv, nil
@@ -405,14 +364,14 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		return nil, err
 	}
 	if p.objects == nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("no object lister to resolve %s selector %s", ri.gr, selector))
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("no object lister to resolve %s selector %s", ri.GR, selector))
 	}
 	listNS := namespace
-	if !ri.namespaced {
+	if !ri.Namespaced {
 		listNS = ""
 	}
 	sel := selectorOrEverything(selector)
-	names, err := p.objects.ListNames(ctx, ri.gr, listNS, sel)
+	names, err := p.objects.ListNames(ctx, ri.GR, listNS, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -449,12 +408,12 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 			a.add(sr, staleBefore)
 		}
 	})
-	what := fmt.Sprintf("%s in namespace %q matching %q", ri.gr, namespace, sel.String())
-	if !ri.namespaced {
-		what = fmt.Sprintf("%s matching %q", ri.gr, sel.String())
+	what := fmt.Sprintf("%s in namespace %q matching %q", ri.GR, namespace, sel.String())
+	if !ri.Namespaced {
+		what = fmt.Sprintf("%s matching %q", ri.GR, sel.String())
 	}
 	if !known {
-		return nil, providers.NewUnknownMetric(ri.gr, info.Metric)
+		return nil, providers.NewUnknownMetric(ri.GR, info.Metric)
 	}
 	out := &custom_metrics.MetricValueList{}
 	var newestStale int64
@@ -577,24 +536,16 @@ type discovery struct {
 	external []providers.ExternalMetricInfo
 }
 
-// labelResource says which resource a label name names, if any (cached).
-func (p *Provider) labelResource(name string, now time.Time) (schema.GroupResource, bool, bool) {
-	if c, ok := p.labelRes[name]; ok && now.Sub(c.at) < mappingCacheTTL {
-		return c.gr, c.namespaced, c.ok
+// labelResource says which resource a label name names, if any.
+func (p *Provider) labelResource(name string) (schema.GroupResource, bool, bool) {
+	if p.resources == nil {
+		return schema.GroupResource{}, false, false
 	}
-	c := cachedLabel{at: now}
-	if p.mapper != nil {
-		if gvr, err := p.mapper.ResourceFor(schema.GroupVersionResource{Resource: name}); err == nil {
-			if gvk, err := p.mapper.KindFor(gvr); err == nil {
-				if m, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-					c.gr, c.ok = gvr.GroupResource(), true
-					c.namespaced = m.Scope.Name() == apimeta.RESTScopeNameNamespace
-				}
-			}
-		}
+	res, err := p.resources.Resolve(schema.GroupResource{Resource: name})
+	if err != nil {
+		return schema.GroupResource{}, false, false
 	}
-	p.labelRes[name] = c
-	return c.gr, c.namespaced, c.ok
+	return res.GR, res.Namespaced, true
 }
 
 func (p *Provider) refreshDiscovery() {
@@ -617,7 +568,7 @@ func (p *Provider) refreshDiscovery() {
 		}
 		seen := map[schema.GroupResource]bool{}
 		for _, ln := range f.labelNames {
-			gr, namespaced, ok := p.labelResource(ln, now)
+			gr, namespaced, ok := p.labelResource(ln)
 			if !ok || seen[gr] || (namespaced && !hasNS) {
 				continue
 			}

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/naming"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -64,7 +65,7 @@ func newTestProvider(t *testing.T) (*Provider, *clocktesting.FakeClock, *fakeObj
 			"db-1": {"app": "db"},
 		},
 	}}
-	p := New("mem", NewStore(clk, 10*time.Minute, 0), testMapper(), objs, clk, 2*time.Minute)
+	p := New("mem", NewStore(clk, 10*time.Minute, 0), testResolver(), objs, clk, 2*time.Minute)
 	return p, clk, objs
 }
 
@@ -384,7 +385,7 @@ func TestOutOfOrderAndFutureSamples(t *testing.T) {
 func TestSeriesLimit(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(t0)
-	p := New("mem", NewStore(clk, time.Hour, 2), testMapper(), nil, clk, time.Minute)
+	p := New("mem", NewStore(clk, time.Hour, 2), testResolver(), nil, clk, time.Minute)
 	push(t, p, smp("a", 1, "i", "1"), smp("a", 1, "i", "2"))
 	push(t, p, smp("a", 2, "i", "1")) // an update needs no room
 	err := p.Append([]providers.Sample{smp("a", 1, "i", "3")})
@@ -468,3 +469,5 @@ func TestFactoryOptions(t *testing.T) {
 		t.Errorf("options not applied: maxAge %s ttl %s", mp.maxAge, mp.store.ttl)
 	}
 }
+
+func testResolver() *naming.Resolver { return naming.NewResolver(testMapper(), nil) }

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sort"
@@ -14,8 +13,8 @@ import (
 	"github.com/metricscale/metricscale/providers"
 )
 
-// ErrStoreFull is returned when a push would exceed the series limit.
-var ErrStoreFull = errors.New("series limit reached")
+// ErrStoreFull is providers.ErrStoreFull: a push would exceed the series limit.
+var ErrStoreFull = providers.ErrStoreFull
 
 // maxFutureSkew is how far ahead of the adapter's clock a pushed timestamp
 // may be.
@@ -177,42 +176,71 @@ func (f *family) find(p *point) *series {
 // than the stored one for its series does not replace it.
 func (s *Store) Append(samples []providers.Sample) error {
 	now := s.clock.Now()
+	pts, err := s.points(samples, now)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkRoom(pts); err != nil {
+		return err
+	}
+	nowNano := now.UnixNano()
+	for i := range pts {
+		s.put(&pts[i], nowNano)
+	}
+	return nil
+}
+
+// CheckAppend returns the error Append would return now, storing nothing.
+func (s *Store) CheckAppend(samples []providers.Sample) error {
+	pts, err := s.points(samples, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.checkRoom(pts)
+}
+
+// points validates and prepares samples.
+func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, error) {
 	pts := make([]point, len(samples))
 	for i, smp := range samples {
 		ts := smp.Timestamp
 		if ts.IsZero() {
 			ts = now
 		} else if ts.After(now.Add(maxFutureSkew)) {
-			return fmt.Errorf("sample %d (%s): timestamp %s is more than %s in the future", i, smp.Name, ts.UTC().Format(time.RFC3339), maxFutureSkew)
+			return nil, fmt.Errorf("sample %d (%s): timestamp %s is more than %s in the future", i, smp.Name, ts.UTC().Format(time.RFC3339), maxFutureSkew)
 		}
 		pts[i] = s.prepare(smp.Name, smp.Labels, smp.Value, ts)
 	}
+	return pts, nil
+}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxSeries > 0 {
-		added := 0
-		seenNew := map[string]map[uint64]bool{}
-		for i := range pts {
-			p := &pts[i]
-			if f := s.families[p.name]; f != nil && f.find(p) != nil {
-				continue
-			}
-			if seenNew[p.name] == nil {
-				seenNew[p.name] = map[uint64]bool{}
-			}
-			if !seenNew[p.name][p.hash] {
-				seenNew[p.name][p.hash] = true
-				added++
-			}
+// checkRoom refuses points whose new series would exceed the limit; the
+// caller holds the lock.
+func (s *Store) checkRoom(pts []point) error {
+	if s.maxSeries <= 0 {
+		return nil
+	}
+	added := 0
+	seenNew := map[string]map[uint64]bool{}
+	for i := range pts {
+		p := &pts[i]
+		if f := s.families[p.name]; f != nil && f.find(p) != nil {
+			continue
 		}
-		if s.count+added > s.maxSeries {
-			return fmt.Errorf("%w: %d stored + %d new > %d", ErrStoreFull, s.count, added, s.maxSeries)
+		if seenNew[p.name] == nil {
+			seenNew[p.name] = map[uint64]bool{}
+		}
+		if !seenNew[p.name][p.hash] {
+			seenNew[p.name][p.hash] = true
+			added++
 		}
 	}
-	nowNano := now.UnixNano()
-	for i := range pts {
-		s.put(&pts[i], nowNano)
+	if s.count+added > s.maxSeries {
+		return fmt.Errorf("%w: %d stored + %d new > %d", ErrStoreFull, s.count, added, s.maxSeries)
 	}
 	return nil
 }

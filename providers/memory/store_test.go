@@ -71,7 +71,7 @@ func TestMemoryPerSeries(t *testing.T) {
 func TestStoreConcurrentUse(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(t0)
-	p := New("mem", NewStore(clk, time.Minute, 0), testMapper(), nil, clk, time.Minute)
+	p := New("mem", NewStore(clk, time.Minute, 0), testResolver(), nil, clk, time.Minute)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(2)

@@ -6,9 +6,12 @@
 // RESTMapper, picks the provider by the first route whose glob matches the
 // metric name, bounds the call by the provider's timeout (a provider that
 // hangs yields a 503, never a hung request), converts every error to API
-// semantics and records the adapter's metrics. Discovery merges the
-// providers' lists, keeps each metric only under the provider its route
-// names, and is bounded and never empty.
+// semantics and records the adapter's metrics. Routing is per kind: a route
+// may name a provider for custom, external or resource (metrics.k8s.io)
+// metrics, and a query routed to a provider that does not serve its kind is a
+// 404 naming the provider. Discovery merges the providers' lists, keeps each
+// metric only under the provider its route names, and is bounded and never
+// empty. A push is stored whole or not at all, across providers.
 package registry
 
 import (
@@ -22,7 +25,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,15 +34,19 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/metricscale/metricscale/adapter/metrics"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/naming"
+	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
 // Kinds a route can be limited to.
 const (
-	KindAny      = ""
+	KindAny      = "" // custom and external, not resource
 	KindCustom   = "custom"
 	KindExternal = "external"
+	// KindResource routes metrics.k8s.io (CPU and memory of pods and nodes);
+	// it is never implied by KindAny, and its route's metric must be "*".
+	KindResource = "resource"
 )
 
 // Placeholders keep discovery non-empty while no metric exists: an empty
@@ -51,7 +57,7 @@ const (
 	PlaceholderExternalMetric = "metricscale_no_metrics_yet"
 )
 
-// how long discovery lists and resource normalizations are reused.
+// how long discovery lists are reused.
 const cacheTTL = 5 * time.Second
 
 // Instance is a provider with its per-query timeout.
@@ -77,28 +83,26 @@ type route struct {
 type Registry struct {
 	instances  []*Instance
 	routes     []route
-	mapper     apimeta.RESTMapper
+	resources  *naming.Resolver
 	maxMetrics int
 	clock      clock.PassiveClock
 
+	// pushMu serializes pushes, so a push checked by every target provider
+	// is stored by every one (see providers.Appender).
+	pushMu sync.Mutex
+
 	mu       sync.Mutex
-	norm     map[schema.GroupResource]normalized
 	discAt   time.Time
 	custom   []providers.CustomMetricInfo
 	external []providers.ExternalMetricInfo
 }
 
-type normalized struct {
-	gr  schema.GroupResource
-	err error
-	at  time.Time
-}
-
 var _ provider.MetricsProvider = (*Registry)(nil)
 
 // New builds a registry over instances (in config order) and routes (first
-// match wins). maxMetrics bounds each discovery list.
-func New(instances []*Instance, routes []Route, mapper apimeta.RESTMapper, maxMetrics int, clk clock.PassiveClock) (*Registry, error) {
+// match wins). resources normalizes the resources of custom metric queries;
+// maxMetrics bounds each discovery list.
+func New(instances []*Instance, routes []Route, resources *naming.Resolver, maxMetrics int, clk clock.PassiveClock) (*Registry, error) {
 	if len(instances) == 0 {
 		return nil, errors.New("registry: no providers")
 	}
@@ -122,7 +126,7 @@ func New(instances []*Instance, routes []Route, mapper apimeta.RESTMapper, maxMe
 		}
 		byName[name] = in
 	}
-	r := &Registry{instances: instances, mapper: mapper, maxMetrics: maxMetrics, clock: clk, norm: map[schema.GroupResource]normalized{}}
+	r := &Registry{instances: instances, resources: resources, maxMetrics: maxMetrics, clock: clk}
 	for i, rt := range routes {
 		in, ok := byName[rt.Provider]
 		if !ok {
@@ -133,8 +137,25 @@ func New(instances []*Instance, routes []Route, mapper apimeta.RESTMapper, maxMe
 		}
 		switch rt.Kind {
 		case KindAny, KindCustom, KindExternal:
+		case KindResource:
+			if rt.Metric != "*" {
+				return nil, fmt.Errorf("registry: routes[%d]: a resource route serves cpu and memory together: its metric must be \"*\", not %q", i, rt.Metric)
+			}
+			if _, ok := in.Provider.(providers.ResourceProvider); !ok {
+				return nil, fmt.Errorf("registry: routes[%d]: provider %q serves no resource metrics", i, rt.Provider)
+			}
 		default:
 			return nil, fmt.Errorf("registry: routes[%d]: unknown kind %q", i, rt.Kind)
+		}
+		if rt.Kind == KindCustom {
+			if _, ok := in.Provider.(providers.CustomProvider); !ok {
+				return nil, fmt.Errorf("registry: routes[%d]: provider %q serves no custom metrics", i, rt.Provider)
+			}
+		}
+		if rt.Kind == KindExternal {
+			if _, ok := in.Provider.(providers.ExternalProvider); !ok {
+				return nil, fmt.Errorf("registry: routes[%d]: provider %q serves no external metrics", i, rt.Provider)
+			}
 		}
 		r.routes = append(r.routes, route{Route: rt, inst: in})
 	}
@@ -144,12 +165,12 @@ func New(instances []*Instance, routes []Route, mapper apimeta.RESTMapper, maxMe
 // Instances returns the provider instances in config order.
 func (r *Registry) Instances() []*Instance { return r.instances }
 
-// Route returns the instance serving metric for kind (custom or external),
-// or nil.
+// Route returns the instance serving metric for kind (custom, external or
+// resource), or nil.
 func (r *Registry) Route(metric, kind string) *Instance {
 	for i := range r.routes {
 		rt := &r.routes[i]
-		if rt.Kind != KindAny && rt.Kind != kind {
+		if rt.Kind != kind && (rt.Kind != KindAny || kind == KindResource) {
 			continue
 		}
 		if ok, _ := path.Match(rt.Metric, metric); ok {
@@ -161,34 +182,36 @@ func (r *Registry) Route(metric, kind string) *Instance {
 
 // normalize resolves gr to its canonical plural, fully-grouped form.
 func (r *Registry) normalize(gr schema.GroupResource) (schema.GroupResource, error) {
-	now := r.clock.Now()
-	r.mu.Lock()
-	n, ok := r.norm[gr]
-	r.mu.Unlock()
-	if ok && now.Sub(n.at) < cacheTTL {
-		metrics.CacheHit("resource")
-		return n.gr, n.err
+	if r.resources == nil {
+		return gr, providers.NewBackendError("registry", errors.New("no resource resolver"))
 	}
-	metrics.CacheMiss("resource")
-	n = normalized{at: now}
-	if r.mapper == nil {
-		n.err = providers.NewBackendError("registry", errors.New("no RESTMapper"))
-	} else if gvr, err := r.mapper.ResourceFor(gr.WithVersion("")); err != nil {
-		if apimeta.IsNoMatchError(err) {
-			n.err = providers.NewUnknownResource(gr)
-		} else {
-			n.err = apierrors.NewBadRequest(fmt.Sprintf("resource %q: %v", gr.String(), err))
-		}
+	if r.resources.Hit(gr) {
+		telemetry.CacheHit("resource")
 	} else {
-		n.gr = gvr.GroupResource()
+		telemetry.CacheMiss("resource")
 	}
-	r.mu.Lock()
-	if len(r.norm) > 4096 { // bound: resource names come from requests
-		r.norm = map[schema.GroupResource]normalized{}
+	res, err := r.resources.Resolve(gr)
+	if err != nil {
+		var ur *naming.UnknownResourceError
+		if errors.As(err, &ur) {
+			return gr, providers.NewUnknownResource(gr)
+		}
+		return gr, apierrors.NewBadRequest(fmt.Sprintf("resource %q: %v", gr.String(), err))
 	}
-	r.norm[gr] = n
-	r.mu.Unlock()
-	return n.gr, n.err
+	return res.GR, nil
+}
+
+// customFor returns the custom provider serving metric, or a 404.
+func (r *Registry) customFor(gr schema.GroupResource, metric string) (*Instance, providers.CustomProvider, error) {
+	in := r.Route(metric, KindCustom)
+	if in == nil {
+		return nil, nil, providers.NewUnknownMetric(gr, metric)
+	}
+	cp, ok := in.Provider.(providers.CustomProvider)
+	if !ok {
+		return nil, nil, providers.NewKindNotServed(gr, metric, in.Provider.Name())
+	}
+	return in, cp, nil
 }
 
 // call runs fn against in with in's timeout. A provider that does not
@@ -236,18 +259,18 @@ func call[T any](ctx context.Context, in *Instance, api, metric string, fn func(
 	if res.err != nil {
 		reason := providers.ReasonOf(res.err)
 		if reason == providers.ReasonUnknownMetric {
-			label = metrics.UnknownMetric
+			label = telemetry.UnknownMetric
 		}
 		code = statusCode(res.err)
-		metrics.BackendErrors.WithLabelValues(name, string(reason)).Inc()
+		telemetry.BackendErrors.WithLabelValues(name, string(reason)).Inc()
 		if reason == providers.ReasonBackend {
 			klog.ErrorS(res.err, "Metric query failed", "provider", name, "api", api, "metric", metric, "elapsed", elapsed)
 		} else {
 			klog.V(4).InfoS("Metric query answered with an error", "provider", name, "api", api, "metric", metric, "reason", reason, "err", res.err)
 		}
 	}
-	metrics.Requests.WithLabelValues(name, api, label, strconv.Itoa(code)).Inc()
-	metrics.RequestDuration.WithLabelValues(name, api, label).Observe(elapsed.Seconds())
+	telemetry.Requests.WithLabelValues(name, api, label, strconv.Itoa(code)).Inc()
+	telemetry.RequestDuration.WithLabelValues(name, api, label).Observe(elapsed.Seconds())
 	return res.v, res.err
 }
 
@@ -266,12 +289,12 @@ func (r *Registry) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		return nil, err
 	}
 	info.GroupResource = gr
-	in := r.Route(info.Metric, KindCustom)
-	if in == nil {
-		return nil, providers.NewUnknownMetric(gr, info.Metric)
+	in, cp, err := r.customFor(gr, info.Metric)
+	if err != nil {
+		return nil, err
 	}
 	return call(ctx, in, KindCustom, info.Metric, func(ctx context.Context) (*custom_metrics.MetricValue, error) {
-		return in.Provider.GetMetricByName(ctx, name, info, metricSelector)
+		return cp.GetMetricByName(ctx, name, info, metricSelector)
 	})
 }
 
@@ -282,12 +305,12 @@ func (r *Registry) GetMetricBySelector(ctx context.Context, namespace string, se
 		return nil, err
 	}
 	info.GroupResource = gr
-	in := r.Route(info.Metric, KindCustom)
-	if in == nil {
-		return nil, providers.NewUnknownMetric(gr, info.Metric)
+	in, cp, err := r.customFor(gr, info.Metric)
+	if err != nil {
+		return nil, err
 	}
 	return call(ctx, in, KindCustom, info.Metric, func(ctx context.Context) (*custom_metrics.MetricValueList, error) {
-		return in.Provider.GetMetricBySelector(ctx, namespace, selector, info, metricSelector)
+		return cp.GetMetricBySelector(ctx, namespace, selector, info, metricSelector)
 	})
 }
 
@@ -297,8 +320,47 @@ func (r *Registry) GetExternalMetric(ctx context.Context, namespace string, metr
 	if in == nil {
 		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
 	}
+	ep, ok := in.Provider.(providers.ExternalProvider)
+	if !ok {
+		return nil, providers.NewKindNotServed(schema.GroupResource{}, info.Metric, in.Provider.Name())
+	}
 	return call(ctx, in, KindExternal, info.Metric, func(ctx context.Context) (*external_metrics.ExternalMetricValueList, error) {
-		return in.Provider.GetExternalMetric(ctx, namespace, metricSelector, info)
+		return ep.GetExternalMetric(ctx, namespace, metricSelector, info)
+	})
+}
+
+// ResourceProvider returns the provider that serves metrics.k8s.io, or nil
+// when no route of kind resource exists.
+func (r *Registry) ResourceProvider() (*Instance, providers.ResourceProvider) {
+	in := r.Route("*", KindResource)
+	if in == nil {
+		return nil, nil
+	}
+	rp, _ := in.Provider.(providers.ResourceProvider) // checked in New
+	return in, rp
+}
+
+// GetPodMetrics returns the usage of the pods from the resource provider,
+// bounded by its timeout.
+func (r *Registry) GetPodMetrics(ctx context.Context, pods []types.NamespacedName) ([]providers.PodUsage, error) {
+	in, rp := r.ResourceProvider()
+	if rp == nil {
+		return nil, providers.NewUnknownMetric(schema.GroupResource{Resource: "pods"}, "cpu")
+	}
+	return call(ctx, in, KindResource, "pods", func(ctx context.Context) ([]providers.PodUsage, error) {
+		return rp.GetPodMetrics(ctx, pods)
+	})
+}
+
+// GetNodeMetrics returns the usage of the nodes from the resource provider,
+// bounded by its timeout.
+func (r *Registry) GetNodeMetrics(ctx context.Context, nodes []string) ([]providers.NodeUsage, error) {
+	in, rp := r.ResourceProvider()
+	if rp == nil {
+		return nil, providers.NewUnknownMetric(schema.GroupResource{Resource: "nodes"}, "cpu")
+	}
+	return call(ctx, in, KindResource, "nodes", func(ctx context.Context) ([]providers.NodeUsage, error) {
+		return rp.GetNodeMetrics(ctx, nodes)
 	})
 }
 
@@ -310,30 +372,34 @@ func (r *Registry) refreshDiscovery() {
 	fresh := !r.discAt.IsZero() && now.Sub(r.discAt) < cacheTTL
 	r.mu.Unlock()
 	if fresh {
-		metrics.CacheHit("discovery")
+		telemetry.CacheHit("discovery")
 		return
 	}
-	metrics.CacheMiss("discovery")
+	telemetry.CacheMiss("discovery")
 
 	var custom []providers.CustomMetricInfo
 	var external []providers.ExternalMetricInfo
 	seenC := map[string]bool{}
 	seenE := map[string]bool{}
 	for _, in := range r.instances {
-		for _, m := range in.Provider.ListAllMetrics() {
-			key := m.String()
-			if seenC[key] || r.Route(m.Metric, KindCustom) != in {
-				continue
+		if cp, ok := in.Provider.(providers.CustomProvider); ok {
+			for _, m := range cp.ListAllMetrics() {
+				key := m.String()
+				if seenC[key] || r.Route(m.Metric, KindCustom) != in {
+					continue
+				}
+				seenC[key] = true
+				custom = append(custom, m)
 			}
-			seenC[key] = true
-			custom = append(custom, m)
 		}
-		for _, m := range in.Provider.ListAllExternalMetrics() {
-			if seenE[m.Metric] || r.Route(m.Metric, KindExternal) != in {
-				continue
+		if ep, ok := in.Provider.(providers.ExternalProvider); ok {
+			for _, m := range ep.ListAllExternalMetrics() {
+				if seenE[m.Metric] || r.Route(m.Metric, KindExternal) != in {
+					continue
+				}
+				seenE[m.Metric] = true
+				external = append(external, m)
 			}
-			seenE[m.Metric] = true
-			external = append(external, m)
 		}
 	}
 	sort.Slice(custom, func(i, j int) bool { return custom[i].String() < custom[j].String() })
@@ -383,13 +449,13 @@ func (r *Registry) InvalidateDiscovery() {
 }
 
 // Append routes pushed samples to the providers that serve their metrics
-// (for custom and for external queries, if those differ). Every sample is
-// routed before any is stored: a sample without a route, or routed to a
-// provider that does not accept pushes, fails the whole push.
+// (for custom and for external queries, if those differ) and stores them
+// whole or not at all: every sample is routed, and every target provider
+// checks its share, before any is stored. A sample without a route, or
+// routed to a provider that does not accept pushes, fails the whole push.
 func (r *Registry) Append(samples []providers.Sample) error {
 	type batch struct {
 		app     providers.Appender
-		name    string
 		samples []providers.Sample
 	}
 	var order []*batch
@@ -412,11 +478,20 @@ func (r *Registry) Append(samples []providers.Sample) error {
 				if !ok {
 					return fmt.Errorf("sample %d: metric %q is served by provider %q, which does not accept pushes", i, s.Name, in.Provider.Name())
 				}
-				b = &batch{app: app, name: in.Provider.Name()}
+				b = &batch{app: app}
 				byInst[in] = b
 				order = append(order, b)
 			}
 			b.samples = append(b.samples, s)
+		}
+	}
+	r.pushMu.Lock()
+	defer r.pushMu.Unlock()
+	if len(order) > 1 {
+		for _, b := range order {
+			if err := b.app.CheckAppend(b.samples); err != nil {
+				return err
+			}
 		}
 	}
 	for _, b := range order {
@@ -432,7 +507,7 @@ func (r *Registry) Append(samples []providers.Sample) error {
 func (r *Registry) UpdateSeriesGauge() {
 	for _, in := range r.instances {
 		if sc, ok := in.Provider.(providers.SeriesCounter); ok {
-			metrics.Series.WithLabelValues(in.Provider.Name()).Set(float64(sc.SeriesCount()))
+			telemetry.Series.WithLabelValues(in.Provider.Name()).Set(float64(sc.SeriesCount()))
 		}
 	}
 }

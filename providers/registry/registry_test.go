@@ -21,6 +21,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/naming"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -101,7 +102,7 @@ func newRegistry(t *testing.T, routes []Route, ps ...providers.Provider) *Regist
 	for _, p := range ps {
 		ins = append(ins, &Instance{Provider: p, Timeout: 200 * time.Millisecond})
 	}
-	r, err := New(ins, routes, testMapper(), 3, clocktesting.NewFakeClock(t0))
+	r, err := New(ins, routes, testResolver(), 3, clocktesting.NewFakeClock(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,8 +280,8 @@ func TestDiscoveryMergesBoundsAndIsNeverEmpty(t *testing.T) {
 func TestAppendRoutesToMemoryProviders(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(t0)
-	m1 := memory.New("m1", memory.NewStore(clk, time.Hour, 0), testMapper(), nil, clk, time.Hour)
-	m2 := memory.New("m2", memory.NewStore(clk, time.Hour, 0), testMapper(), nil, clk, time.Hour)
+	m1 := memory.New("m1", memory.NewStore(clk, time.Hour, 0), testResolver(), nil, clk, time.Hour)
+	m2 := memory.New("m2", memory.NewStore(clk, time.Hour, 0), testResolver(), nil, clk, time.Hour)
 	ext := &testProvider{name: "prom"}
 	r := newRegistry(t, []Route{
 		{Metric: "queue_*", Provider: "m2"},
@@ -314,7 +315,7 @@ func TestAppendRoutesToMemoryProviders(t *testing.T) {
 		t.Errorf("a refused push stored something in m1")
 	}
 
-	noCatchAll := newRegistry(t, []Route{{Metric: "a", Provider: "m"}}, memory.New("m", memory.NewStore(clk, time.Hour, 0), testMapper(), nil, clk, time.Hour))
+	noCatchAll := newRegistry(t, []Route{{Metric: "a", Provider: "m"}}, memory.New("m", memory.NewStore(clk, time.Hour, 0), testResolver(), nil, clk, time.Hour))
 	if err := noCatchAll.Append([]providers.Sample{{Name: "b", Value: 1}}); err == nil || !strings.Contains(err.Error(), `no route serves metric "b"`) {
 		t.Errorf("unrouted push: err = %v", err)
 	}
@@ -337,8 +338,76 @@ func TestNewValidates(t *testing.T) {
 		{"no timeout", []*Instance{{Provider: &testProvider{name: "z"}}}, nil, "timeout"},
 	}
 	for _, tc := range tests {
-		if _, err := New(tc.ins, tc.routes, testMapper(), 10, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(tc.ins, tc.routes, testResolver(), 10, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func testResolver() *naming.Resolver { return naming.NewResolver(testMapper(), nil) }
+
+// A push that a later provider refuses must leave the earlier ones
+// untouched: before the check-then-append protocol, m1 kept its series.
+func TestAppendIsAtomicAcrossProviders(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(t0)
+	m1 := memory.New("m1", memory.NewStore(clk, time.Hour, 0), testResolver(), nil, clk, time.Hour)
+	full := memory.New("full", memory.NewStore(clk, time.Hour, 1), testResolver(), nil, clk, time.Hour)
+	r := newRegistry(t, []Route{
+		{Metric: "*", Provider: "m1", Kind: KindCustom},
+		{Metric: "*", Provider: "full", Kind: KindExternal},
+	}, m1, full)
+
+	err := r.Append([]providers.Sample{{Name: "a", Value: 1}, {Name: "b", Value: 2}})
+	if !errors.Is(err, providers.ErrStoreFull) {
+		t.Fatalf("err = %v, want the second provider's ErrStoreFull", err)
+	}
+	if n := m1.SeriesCount(); n != 0 {
+		t.Errorf("m1 stored %d series of a push the second provider refused", n)
+	}
+	if err := r.Append([]providers.Sample{{Name: "a", Value: 1}}); err != nil {
+		t.Fatalf("a push that fits: %v", err)
+	}
+	if m1.SeriesCount() != 1 || full.SeriesCount() != 1 {
+		t.Errorf("after a fitting push: m1 %d, full %d series, want 1 and 1", m1.SeriesCount(), full.SeriesCount())
+	}
+}
+
+// externalOnly serves external metrics and nothing else, as a queue backend.
+type externalOnly struct{ testProvider }
+
+func (p *externalOnly) Name() string { return p.name }
+func (p *externalOnly) GetExternalMetric(ctx context.Context, ns string, sel labels.Selector, info provider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	return p.testProvider.GetExternalMetric(ctx, ns, sel, info)
+}
+func (p *externalOnly) ListAllExternalMetrics() []provider.ExternalMetricInfo { return p.external }
+
+func TestKindNotServed(t *testing.T) {
+	t.Parallel()
+	q := &externalOnly{testProvider{name: "queues", value: 7, external: []providers.ExternalMetricInfo{{Metric: "depth"}}}}
+	var _ providers.ExternalProvider = q
+	r, err := New([]*Instance{{Provider: struct {
+		providers.ExternalProvider
+	}{q}, Timeout: time.Second}}, []Route{{Metric: "*", Provider: "queues"}}, testResolver(), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GetExternalMetric(context.Background(), "default", labels.Everything(), provider.ExternalMetricInfo{Metric: "depth"}); err != nil {
+		t.Fatalf("external: %v", err)
+	}
+	_, err = r.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "default", Name: "p"}, provider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Metric: "depth"}, labels.Everything())
+	if code := statusCode(err); code != 404 || !strings.Contains(err.Error(), `provider "queues", which serves no custom metrics`) {
+		t.Errorf("custom query of an external-only provider: code %d, err %v", code, err)
+	}
+	if l := r.ListAllMetrics(); len(l) != 1 || l[0].Metric != PlaceholderCustomMetric {
+		t.Errorf("custom discovery = %v, want only the placeholder", l)
+	}
+	if _, err := New([]*Instance{{Provider: struct{ providers.ExternalProvider }{q}, Timeout: time.Second}},
+		[]Route{{Metric: "*", Provider: "queues", Kind: KindCustom}}, testResolver(), 10, nil); err == nil || !strings.Contains(err.Error(), "serves no custom metrics") {
+		t.Errorf("a custom route to an external-only provider: err = %v", err)
+	}
+	if _, err := New([]*Instance{{Provider: struct{ providers.ExternalProvider }{q}, Timeout: time.Second}},
+		[]Route{{Metric: "*", Provider: "queues", Kind: KindResource}}, testResolver(), 10, nil); err == nil || !strings.Contains(err.Error(), "serves no resource metrics") {
+		t.Errorf("a resource route to an external-only provider: err = %v", err)
 	}
 }

@@ -28,10 +28,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/metrics"
 	"github.com/metricscale/metricscale/providers"
-	"github.com/metricscale/metricscale/providers/memory"
-	"github.com/metricscale/metricscale/providers/memory/pushformat"
+	"github.com/metricscale/metricscale/providers/pushformat"
+	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
 // DefaultMaxBodyBytes bounds a push body.
@@ -90,7 +89,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	metrics.PushRequests.WithLabelValues(strconv.Itoa(code)).Inc()
+	telemetry.PushRequests.WithLabelValues(strconv.Itoa(code)).Inc()
 	klog.V(2).InfoS("Push refused", "code", code, "remote", r.RemoteAddr, "reason", msg)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -146,15 +145,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.sink.Append(samples); err != nil {
-		if errors.Is(err, memory.ErrStoreFull) {
+		if errors.Is(err, providers.ErrStoreFull) {
 			h.fail(w, r, http.StatusInsufficientStorage, "not stored: %v", err)
 			return
 		}
 		h.fail(w, r, http.StatusBadRequest, "not stored: %v", err)
 		return
 	}
-	metrics.PushedSamples.Add(float64(len(samples)))
-	metrics.PushRequests.WithLabelValues(strconv.Itoa(http.StatusNoContent)).Inc()
+	telemetry.PushedSamples.Add(float64(len(samples)))
+	telemetry.PushRequests.WithLabelValues(strconv.Itoa(http.StatusNoContent)).Inc()
 	if h.OnAppend != nil {
 		h.OnAppend()
 	}

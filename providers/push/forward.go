@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/metrics"
+	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
 // ForwardedHeader marks a push one replica forwards to another; such a push
@@ -100,7 +100,7 @@ func (f *Forwarder) Forward(contentType string, body []byte, done func()) {
 		defer cancel()
 		addrs, err := f.peers.Addresses(ctx)
 		if err != nil {
-			metrics.PushForwards.WithLabelValues("error").Inc()
+			telemetry.PushForwards.WithLabelValues("error").Inc()
 			klog.ErrorS(err, "Cannot forward a push to the other replicas")
 			return
 		}
@@ -110,11 +110,11 @@ func (f *Forwarder) Forward(contentType string, body []byte, done func()) {
 			go func(addr string) {
 				defer wg.Done()
 				if err := f.send(ctx, addr, contentType, body); err != nil {
-					metrics.PushForwards.WithLabelValues("error").Inc()
+					telemetry.PushForwards.WithLabelValues("error").Inc()
 					klog.ErrorS(err, "Forwarding a push failed", "peer", addr)
 					return
 				}
-				metrics.PushForwards.WithLabelValues("ok").Inc()
+				telemetry.PushForwards.WithLabelValues("ok").Inc()
 			}(addr)
 		}
 		wg.Wait()

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/metricscale/metricscale/providers"
-	"github.com/metricscale/metricscale/providers/memory"
 )
 
 type recordingSink struct {
@@ -54,7 +53,7 @@ func TestHandler(t *testing.T) {
 		{"bad json", "POST", "Bearer " + token, "application/json", `{"series":[{"name":"q"}]}`, nil, 400, "series[0].value", 0},
 		{"empty", "POST", "Bearer " + token, "text/plain", "# nothing\n", nil, 400, "no series", 0},
 		{"too large", "POST", "Bearer " + token, "text/plain", strings.Repeat("q 1\n", 1000), nil, 413, "larger than", 0},
-		{"store full", "POST", "Bearer " + token, "text/plain", "q 1", fmt.Errorf("memory provider %q: %w", "m", memory.ErrStoreFull), 507, "series limit", 0},
+		{"store full", "POST", "Bearer " + token, "text/plain", "q 1", fmt.Errorf("memory provider %q: %w", "m", providers.ErrStoreFull), 507, "series limit", 0},
 		{"unrouted", "POST", "Bearer " + token, "text/plain", "q 1", errors.New(`sample 0: no route serves metric "q"`), 400, "no route", 0},
 	}
 	for _, tc := range tests {

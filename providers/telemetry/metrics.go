@@ -1,7 +1,7 @@
-// Package metrics holds the adapter's own Prometheus metrics, registered in
+// Package telemetry holds the adapter's own Prometheus metrics, registered in
 // component-base's legacy registry, which the API server serves on /metrics
 // (authorized like any other request).
-package metrics
+package telemetry
 
 import (
 	"sync"
