@@ -11,7 +11,8 @@
 //   - every series is also an external metric, visible in the namespace of
 //     its "namespace" label, or in every namespace if it has none.
 //
-// Several series for one object are summed; external queries return every
+// Several series for one object are summed (a sum whose milli-value does not
+// fit an int64 saturates at ±math.MaxInt64 milli-units); external queries return every
 // matching series unsummed (the HPA sums). A series not pushed for the TTL
 // is deleted; a value older than the maximum age is never served: the query
 // gets a 404 that says it is stale. An object whose series are partly stale
@@ -276,6 +277,8 @@ func (a *agg) add(sr *series, staleBefore int64) {
 	if sr.ts < staleBefore {
 		a.stale = true
 	}
+	// values are within ±9.3e15 and a float64 sum of them cannot overflow;
+	// Quantity saturates what exceeds the int64 milli range.
 	a.sum += sr.value
 }
 
@@ -513,19 +516,27 @@ func formatLabels(sr *series) string {
 }
 
 // Quantity converts a sample value to a resource.Quantity, exactly to the
-// milli-unit, which is the precision the HPA works in.
+// milli-unit, which is the precision the HPA works in. A value whose
+// milli-value does not fit an int64 (a sum of several series of one object;
+// single values beyond the range are refused at push) saturates at
+// ±math.MaxInt64 milli-units instead of wrapping in Quantity.MilliValue().
 func Quantity(v float64) resource.Quantity {
 	m := math.Round(v * 1000)
-	if math.Abs(m) < 1<<62 {
-		return *resource.NewMilliQuantity(int64(m), resource.DecimalSI)
+	switch {
+	case math.IsNaN(m):
+		// unreachable: the store refuses NaN and sums of finite values
+		// saturate, never +Inf + -Inf
+		return *resource.NewMilliQuantity(0, resource.DecimalSI)
+	case m >= maxMilli:
+		return *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	case m <= -maxMilli:
+		return *resource.NewMilliQuantity(-math.MaxInt64, resource.DecimalSI)
 	}
-	q, err := resource.ParseQuantity(strconv.FormatFloat(v, 'f', 0, 64))
-	if err != nil {
-		// unreachable for finite values; the push parsers refuse others
-		return *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
-	}
-	return q
+	return *resource.NewMilliQuantity(int64(m), resource.DecimalSI)
 }
+
+// maxMilli is 2^63, the first milli-value an int64 cannot hold.
+const maxMilli = float64(1 << 63)
 
 // discovery caches the discovery lists.
 type discovery struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -429,7 +430,7 @@ func TestQuantity(t *testing.T) {
 		want string
 	}{
 		{0, "0"}, {1, "1"}, {12.5, "12500m"}, {-3.25, "-3250m"}, {0.0004, "0"}, {0.0006, "1m"},
-		{1e20, "100E"},
+		{1e20, "9223372036854775807m"}, {9e15, "9P"},
 	}
 	for _, tc := range tests {
 		q := Quantity(tc.in)
@@ -471,3 +472,51 @@ func TestFactoryOptions(t *testing.T) {
 }
 
 func testResolver() *naming.Resolver { return naming.NewResolver(testMapper(), nil) }
+
+// TestQuantitySaturates: no served value may have a milli-value that wraps
+// an int64 in the HPA (Quantity.MilliValue).
+func TestQuantitySaturates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   float64
+		want int64
+	}{
+		{9.3e15, math.MaxInt64},
+		{1e300, math.MaxInt64},
+		{-9.3e15, -math.MaxInt64},
+		{-1e308, -math.MaxInt64},
+		{math.Inf(1), math.MaxInt64},
+		{math.Inf(-1), -math.MaxInt64},
+		{9e15, 9e18},
+		{-9e15, -9e18},
+	}
+	for _, tc := range tests {
+		q := Quantity(tc.in)
+		if got := q.MilliValue(); got != tc.want {
+			t.Errorf("Quantity(%g).MilliValue() = %d (%s), want %d", tc.in, got, q.String(), tc.want)
+		}
+	}
+}
+
+// TestSumSaturates: the sum of several series of one object saturates
+// instead of wrapping; a value beyond the range is refused at Append.
+func TestSumSaturates(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newTestProvider(t)
+	push(t, p,
+		smp("big", -9e15, "namespace", "default", "pod", "web-1", "shard", "a"),
+		smp("big", -9e15, "namespace", "default", "pod", "web-1", "shard", "b"),
+	)
+	mv, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "default", Name: "web-1"},
+		providers.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "big"}, labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mv.Value.MilliValue(); got != -math.MaxInt64 {
+		t.Errorf("sum of two -9e15 = %s (milli %d), want -%d milli", mv.Value.String(), got, int64(math.MaxInt64))
+	}
+	err = p.Append([]providers.Sample{smp("big", 1e300, "namespace", "default", "pod", "web-2")})
+	if err == nil || !strings.Contains(err.Error(), "big") || !strings.Contains(err.Error(), "milli-value") {
+		t.Errorf("Append(1e300) = %v, want an error naming the series and the range", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unique"
@@ -11,7 +13,32 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/pushformat"
 )
+
+// sampleLabels formats labels sorted, for error messages.
+func sampleLabels(lbls map[string]string) string {
+	if len(lbls) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(lbls))
+	for k := range lbls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(lbls[k]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
 
 // ErrStoreFull is providers.ErrStoreFull: a push would exceed the series limit.
 var ErrStoreFull = providers.ErrStoreFull
@@ -207,6 +234,9 @@ func (s *Store) CheckAppend(samples []providers.Sample) error {
 func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, error) {
 	pts := make([]point, len(samples))
 	for i, smp := range samples {
+		if !pushformat.ValueFits(smp.Value) {
+			return nil, fmt.Errorf("sample %d (%s%s): value %v is out of range: it must be finite and its milli-value must fit an int64 (|value| < 9.223372036854775e15)", i, smp.Name, sampleLabels(smp.Labels), smp.Value)
+		}
 		ts := smp.Timestamp
 		if ts.IsZero() {
 			ts = now

@@ -51,6 +51,8 @@ func TestHandler(t *testing.T) {
 		{"xml", "POST", "Bearer " + token, "application/xml", "<q/>", nil, 415, "application/xml", 0},
 		{"bad text", "POST", "Bearer " + token, "text/plain", "q 1\nq{ 2", nil, 400, "line 2", 0},
 		{"bad json", "POST", "Bearer " + token, "application/json", `{"series":[{"name":"q"}]}`, nil, 400, "series[0].value", 0},
+		{"value wraps milli", "POST", "Bearer " + token, "text/plain", "q{queue=\"a\"} 9.3e15\n", nil, 400, "metric q: value 9.3e+15 is out of range", 0},
+		{"value wraps milli json", "POST", "Bearer " + token, "application/json", `{"series":[{"name":"q","value":1e300}]}`, nil, 400, "series[0].value", 0},
 		{"empty", "POST", "Bearer " + token, "text/plain", "# nothing\n", nil, 400, "no series", 0},
 		{"too large", "POST", "Bearer " + token, "text/plain", strings.Repeat("q 1\n", 1000), nil, 413, "larger than", 0},
 		{"store full", "POST", "Bearer " + token, "text/plain", "q 1", fmt.Errorf("memory provider %q: %w", "m", providers.ErrStoreFull), 507, "series limit", 0},

@@ -22,7 +22,9 @@
 // refused. In both formats metric names match [a-zA-Z_:][a-zA-Z0-9_:]*, label
 // names [a-zA-Z_][a-zA-Z0-9_]* (not starting with "__"), label values are
 // UTF-8, and values must be finite: NaN and infinities are refused, since an
-// autoscaler cannot act on them.
+// autoscaler cannot act on them. A value's milli-value must also fit an
+// int64 (|value| < 9.223372036854775e15): the HPA reads values with
+// Quantity.MilliValue(), which would wrap a larger one.
 package pushformat
 
 import (
@@ -99,9 +101,22 @@ func checkLabels(lbls map[string]string) error {
 	return nil
 }
 
+// maxMilli is 2^63, the first milli-value an int64 cannot hold.
+const maxMilli = float64(1 << 63)
+
+// ValueFits reports whether v is finite and its milli-value (v*1000, the
+// precision the HPA works in through Quantity.MilliValue) fits an int64:
+// |v| < 9.223372036854775e15. A larger value would wrap in the HPA.
+func ValueFits(v float64) bool {
+	return !math.IsNaN(v) && math.Abs(math.Round(v*1000)) < maxMilli
+}
+
 func checkValue(v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("value %v is not finite", v)
+	}
+	if !ValueFits(v) {
+		return fmt.Errorf("value %v is out of range: its milli-value must fit an int64 (|value| < 9.223372036854775e15)", v)
 	}
 	return nil
 }

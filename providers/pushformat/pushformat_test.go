@@ -112,7 +112,7 @@ func TestFormatTextRoundTrip(t *testing.T) {
 	in := []providers.Sample{
 		{Name: "a", Labels: map[string]string{"q": "x\"y\\z\nw", "namespace": "default"}, Value: 1.5, Timestamp: time.UnixMilli(1700000000123)},
 		{Name: "b", Value: -2},
-		{Name: "c", Value: math.MaxFloat64},
+		{Name: "c", Value: 9223372036854774},
 	}
 	out, err := ParseText(FormatText(in))
 	if err != nil {
@@ -188,4 +188,42 @@ func FuzzParseJSON(f *testing.F) {
 		}
 		checkSamples(t, samples)
 	})
+}
+
+// TestValueRange: a value whose milli-value does not fit an int64 would wrap
+// in the HPA's Quantity.MilliValue(); it is refused, naming the series.
+func TestValueRange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		v    string
+		ok   bool
+	}{
+		{"zero", "0", true},
+		{"largest", "9223372036854774", true},
+		{"smallest", "-9223372036854774", true},
+		{"9.3e15", "9.3e15", false},
+		{"-9.3e15", "-9.3e15", false},
+		{"1e300", "1e300", false},
+		{"-1e308", "-1e308", false},
+		{"max float", "1.7976931348623157e308", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, terr := ParseText([]byte(`q{queue="a"} ` + tc.v + "\n"))
+			_, jerr := ParseJSON([]byte(`{"series":[{"name":"q","labels":{"queue":"a"},"value":` + tc.v + `}]}`))
+			for format, err := range map[string]error{"text": terr, "json": jerr} {
+				if tc.ok {
+					if err != nil {
+						t.Errorf("%s: %s refused: %v", format, tc.v, err)
+					}
+					continue
+				}
+				if err == nil || !strings.Contains(err.Error(), "milli-value") || !(strings.Contains(err.Error(), "metric q") || strings.Contains(err.Error(), "series[0]")) {
+					t.Errorf("%s: %s: error = %v, want one naming the series and the milli-value range", format, tc.v, err)
+				}
+			}
+		})
+	}
 }
