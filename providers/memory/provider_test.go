@@ -520,3 +520,32 @@ func TestSumSaturates(t *testing.T) {
 		t.Errorf("Append(1e300) = %v, want an error naming the series and the range", err)
 	}
 }
+
+// TestTimestampOutOfRange: a timestamp UnixNano cannot represent wrapped
+// around (1615 became 2200) and was stored.
+func TestTimestampOutOfRange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ts   time.Time
+	}{
+		{"1615", time.Date(1615, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"1677", time.Date(1677, 9, 21, 0, 0, 0, 0, time.UTC)},
+		{"1969", time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _, _ := newTestProvider(t)
+			s := smp("a", 1, "queue", "x")
+			s.Timestamp = tc.ts
+			err := p.Append([]providers.Sample{s})
+			if err == nil || !strings.Contains(err.Error(), "out of range") || !strings.Contains(err.Error(), `a{queue="x"}`) {
+				t.Errorf("Append(timestamp %s) = %v, want an out-of-range error naming the series", tc.ts, err)
+			}
+			if p.SeriesCount() != 0 {
+				t.Errorf("stored %d series", p.SeriesCount())
+			}
+		})
+	}
+}

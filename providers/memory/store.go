@@ -240,6 +240,8 @@ func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, erro
 		ts := smp.Timestamp
 		if ts.IsZero() {
 			ts = now
+		} else if !pushformat.TimeInRange(ts) {
+			return nil, fmt.Errorf("sample %d (%s%s): timestamp %s out of range (after 1970-01-01T00:00:00Z, up to 2262-04-11T23:47:16Z)", i, smp.Name, sampleLabels(smp.Labels), ts.UTC().Format(time.RFC3339Nano))
 		} else if ts.After(now.Add(maxFutureSkew)) {
 			return nil, fmt.Errorf("sample %d (%s): timestamp %s is more than %s in the future", i, smp.Name, ts.UTC().Format(time.RFC3339), maxFutureSkew)
 		}

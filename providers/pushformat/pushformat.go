@@ -9,7 +9,9 @@
 //	queue_depth{namespace="default",queue="billing"} 3 1767225600000
 //
 // The optional trailing number is the sample time in milliseconds since the
-// Unix epoch; without it the sample is timestamped when received.
+// Unix epoch; without it the sample is timestamped when received. Sample
+// times must be after the epoch and no later than 2262-04-11 (what
+// time.Time.UnixNano represents); others are refused.
 //
 // JSON (Content-Type application/json):
 //
@@ -103,6 +105,17 @@ func checkLabels(lbls map[string]string) error {
 
 // maxMilli is 2^63, the first milli-value an int64 cannot hold.
 const maxMilli = float64(1 << 63)
+
+// The range of sample times: after the Unix epoch and within what
+// time.Time.UnixNano represents (up to 2262-04-11T23:47:16.854775807Z).
+// Outside it UnixNano wraps around (1615 became 2200).
+var (
+	MinTime = time.Unix(0, 1)
+	MaxTime = time.Unix(0, math.MaxInt64)
+)
+
+// TimeInRange reports whether t is within [MinTime, MaxTime].
+func TimeInRange(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
 
 // ValueFits reports whether v is finite and its milli-value (v*1000, the
 // precision the HPA works in through Quantity.MilliValue) fits an int64:
@@ -223,8 +236,9 @@ func parseLine(line string) (providers.Sample, error) {
 		if err != nil {
 			return s, fmt.Errorf("metric %s: invalid timestamp %q (milliseconds since the epoch)", s.Name, tsStr)
 		}
+		// UnixNano must represent it: ms*1e6 may not wrap
 		if ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return s, fmt.Errorf("metric %s: timestamp %d out of range", s.Name, ms)
+			return s, fmt.Errorf("metric %s: timestamp %d out of range (milliseconds after the epoch, at most %d)", s.Name, ms, math.MaxInt64/int64(time.Millisecond))
 		}
 		s.Timestamp = time.UnixMilli(ms)
 	}
@@ -355,8 +369,8 @@ func ParseJSON(data []byte) ([]providers.Sample, error) {
 		}
 		s := providers.Sample{Name: js.Name, Labels: js.Labels, Value: *js.Value}
 		if js.Timestamp != nil {
-			if js.Timestamp.UnixNano() <= 0 {
-				return nil, fmt.Errorf("series[%d].timestamp: out of range", i)
+			if !TimeInRange(*js.Timestamp) {
+				return nil, fmt.Errorf("series[%d].timestamp: %s out of range (after 1970-01-01T00:00:00Z, up to 2262-04-11T23:47:16Z)", i, js.Timestamp.UTC().Format(time.RFC3339Nano))
 			}
 			s.Timestamp = *js.Timestamp
 		}

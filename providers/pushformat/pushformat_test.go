@@ -227,3 +227,46 @@ func TestValueRange(t *testing.T) {
 		})
 	}
 }
+
+// TestTimestampRange: timestamps outside what time.Time.UnixNano represents
+// (1677-09-21 to 2262-04-11) wrapped around and passed the range check.
+func TestTimestampRange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, json, text string
+		ok               bool
+	}{
+		{"2026", `"2026-01-01T00:00:00Z"`, "1767225600000", true},
+		{"last ms", `"2262-04-11T23:47:16.854Z"`, "9223372036854", true},
+		{"1615 wraps to 2200", `"1615-01-01T00:00:00Z"`, "", false},
+		{"1677 just before the range", `"1677-09-21T00:12:43Z"`, "", false},
+		{"2263", `"2263-01-01T00:00:00Z"`, "9223372036855", false},
+		{"9999", `"9999-12-31T23:59:59Z"`, "253402300799000", false},
+		{"epoch", `"1970-01-01T00:00:00Z"`, "0", false},
+		{"1969", `"1969-12-31T23:59:59Z"`, "-1000", false},
+		{"int64 ms", "", "9223372036854775807", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.json != "" {
+				got, err := ParseJSON([]byte(`{"series":[{"name":"q","value":1,"timestamp":` + tc.json + `}]}`))
+				switch {
+				case tc.ok && err != nil:
+					t.Errorf("json %s refused: %v", tc.json, err)
+				case !tc.ok && (err == nil || !strings.Contains(err.Error(), "series[0].timestamp")):
+					t.Errorf("json %s: got %v, error %v; want an out-of-range error naming series[0].timestamp", tc.json, got, err)
+				}
+			}
+			if tc.text != "" {
+				got, err := ParseText([]byte("q 1 " + tc.text))
+				switch {
+				case tc.ok && err != nil:
+					t.Errorf("text %s refused: %v", tc.text, err)
+				case !tc.ok && (err == nil || !strings.Contains(err.Error(), "metric q")):
+					t.Errorf("text %s: got %v, error %v; want an error naming metric q", tc.text, got, err)
+				}
+			}
+		})
+	}
+}
