@@ -1,11 +1,23 @@
 // Package providers defines the seam between the adapter's API server and the
 // metric backends behind it.
 //
-// A backend implements Provider (modelled on custom-metrics-apiserver's
-// pkg/provider interfaces, but per backend instance and with typed errors), and
-// registers a Factory for its config "type". The registry
-// (providers/registry) routes each metric name to one Provider instance, so
-// several backends serve at once.
+// A backend implements the interfaces of the APIs it serves — CustomProvider
+// (custom.metrics.k8s.io), ExternalProvider (external.metrics.k8s.io),
+// ResourceProvider (metrics.k8s.io) — modelled on custom-metrics-apiserver's
+// pkg/provider interfaces, but per backend instance and with typed errors, and
+// optionally Appender (pushed samples), Runner, ReadinessChecker. Its Factory
+// is registered for its config "type" in one place: package
+// providers/catalog. The registry (providers/registry) routes each metric
+// name, per kind, to one provider instance, so several backends serve at
+// once.
+//
+// Shared pieces: providers/naming (resource normalization with one cache,
+// and prometheus-adapter's label ↔ resource mapping), providers/push and
+// providers/pushformat (the push endpoint, feeding any Appender),
+// providers/telemetry (the adapter's self-metrics), providers/providertest
+// (the conformance suite every provider's tests run).
+//
+// Types: memory (providers/memory), prometheus (providers/prometheus).
 //
 // Errors returned by providers must carry API semantics; use the constructors
 // in this package:

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/providers/prometheus"
 )
 
 const usage = `metricscale adapter: serves custom.metrics.k8s.io and external.metrics.k8s.io
@@ -73,11 +75,25 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "check-config: -f FILE is required")
 		return 2
 	}
-	c, err := config.Load(*file, Factories())
+	data, err := os.ReadFile(*file)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d providers, %d routes)\n", *file, len(c.Providers), len(c.Routes))
+	var c *config.Config
+	if prometheus.IsAdapterConfig(data) {
+		c, err = config.FromPrometheusAdapter(data, prometheus.AdapterFlags{PrometheusURL: "http://prometheus.invalid"})
+	} else {
+		c, err = config.Parse(data, Factories())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", *file, err)
+		return 1
+	}
+	warnings := c.Warnings(map[string]func(string, json.RawMessage) []string{prometheus.Type: prometheus.Warnings})
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", *file, w)
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d providers, %d routes, %d warnings)\n", *file, len(c.Providers), len(c.Routes), len(warnings))
 	return 0
 }

@@ -14,20 +14,19 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/logs"
+	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/catalog"
 	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/prometheus"
 	"github.com/metricscale/metricscale/providers/push"
 )
 
 // Factories are the provider types the adapter knows, by config type.
-func Factories() map[string]providers.Factory {
-	return map[string]providers.Factory{
-		memory.Type: memory.Factory{},
-	}
-}
+func Factories() map[string]providers.Factory { return catalog.Factories() }
 
 // Options are the adapter's command-line options.
 type Options struct {
@@ -45,6 +44,10 @@ type Options struct {
 	PushMaxBodyBytes int64
 	PushPeersDNS     string
 	PushSelfIP       string
+
+	// Prometheus holds prometheus-adapter's command-line flags, for a
+	// --config that is a prometheus-adapter rules file (the drop-in mode).
+	Prometheus prometheus.AdapterFlags
 
 	// pushListener, if set (tests), is used instead of binding.
 	pushListener net.Listener
@@ -88,6 +91,18 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&o.PushPeersDNS, "push-peers-dns", o.PushPeersDNS, "DNS name of a headless Service listing every replica; each accepted push is forwarded to the others so all replicas hold every series")
 	fs.StringVar(&o.PushSelfIP, "push-self-ip", o.PushSelfIP, "this replica's IP, left out of --push-peers-dns (the pod IP)")
 	fs.Int64Var(&o.PushMaxBodyBytes, "push-max-body-bytes", o.PushMaxBodyBytes, "largest push body accepted")
+	p := &o.Prometheus
+	fs.StringVar(&p.PrometheusURL, "prometheus-url", p.PrometheusURL, "drop-in for prometheus-adapter: URL of Prometheus; --config is then a prometheus-adapter rules file served by one prometheus provider")
+	fs.BoolVar(&p.AuthInCluster, "prometheus-auth-incluster", p.AuthInCluster, "drop-in: authenticate to Prometheus with the in-cluster config")
+	fs.StringVar(&p.AuthConfig, "prometheus-auth-config", p.AuthConfig, "drop-in: kubeconfig file with the credentials to reach Prometheus")
+	fs.StringVar(&p.CAFile, "prometheus-ca-file", p.CAFile, "drop-in: CA file for Prometheus' TLS")
+	fs.StringVar(&p.ClientTLSCertFile, "prometheus-client-tls-cert-file", p.ClientTLSCertFile, "drop-in: client certificate for Prometheus (with --prometheus-ca-file)")
+	fs.StringVar(&p.ClientTLSKeyFile, "prometheus-client-tls-key-file", p.ClientTLSKeyFile, "drop-in: client key for Prometheus")
+	fs.StringVar(&p.TokenFile, "prometheus-token-file", p.TokenFile, "drop-in: file holding a bearer token for Prometheus")
+	fs.StringArrayVar(&p.Headers, "prometheus-header", p.Headers, "drop-in: extra header KEY=VALUE sent to Prometheus (repeatable)")
+	fs.StringVar(&p.Verb, "prometheus-verb", p.Verb, "drop-in: HTTP verb of queries, GET or POST (GET switches to POST for long queries)")
+	fs.DurationVar(&p.MetricsRelistInterval, "metrics-relist-interval", p.MetricsRelistInterval, "drop-in: how often the series are relisted for discovery (default 10m)")
+	fs.DurationVar(&p.MetricsMaxAge, "metrics-max-age", p.MetricsMaxAge, "drop-in: how far back the relist looks; not below the relist interval (default: the relist interval)")
 	logs.AddFlags(fs)
 	return o
 }
@@ -140,10 +155,51 @@ func readToken(file string) (string, error) {
 	return tok, nil
 }
 
-// loadConfig reads --config, or returns the default config.
+// loadConfig reads --config, or returns the default config. A
+// prometheus-adapter rules file becomes one prometheus provider serving
+// every metric (and metrics.k8s.io when it has resourceRules).
 func (o *Options) loadConfig() (*config.Config, error) {
 	if o.ConfigFile == "" {
+		if o.Prometheus.PrometheusURL != "" {
+			return nil, errors.New("--prometheus-url: needs --config with a prometheus-adapter rules file")
+		}
 		return config.Default(), nil
 	}
-	return config.Load(o.ConfigFile, Factories())
+	data, err := os.ReadFile(o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", o.ConfigFile, err)
+	}
+	if prometheus.IsAdapterConfig(data) {
+		c, err := config.FromPrometheusAdapter(data, o.Prometheus)
+		if err != nil {
+			return nil, fmt.Errorf("config %s (a prometheus-adapter rules file): %w", o.ConfigFile, err)
+		}
+		return c, nil
+	}
+	if o.Prometheus.PrometheusURL != "" {
+		return nil, fmt.Errorf("--prometheus-url: %s is not a prometheus-adapter rules file; name the URL in its prometheus provider's options", o.ConfigFile)
+	}
+	c, err := config.Parse(data, Factories())
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", o.ConfigFile, err)
+	}
+	return c, nil
+}
+
+// dropInDefaults turns the push endpoint off for a prometheus-adapter rules
+// file without --push-token-file, so prometheus-adapter's arguments start the
+// adapter unchanged; an explicit --push-port keeps it on.
+func (o *Options) dropInDefaults() {
+	if o.ConfigFile == "" || o.PushTokenFile != "" || o.pushListener != nil {
+		return
+	}
+	if o.FlagSet != nil && o.FlagSet.Changed("push-port") {
+		return
+	}
+	data, err := os.ReadFile(o.ConfigFile)
+	if err != nil || !prometheus.IsAdapterConfig(data) {
+		return
+	}
+	klog.InfoS("prometheus-adapter rules file without --push-token-file: the push endpoint is off", "config", o.ConfigFile)
+	o.PushPort = 0
 }

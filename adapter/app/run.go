@@ -29,6 +29,7 @@ import (
 
 // Run serves until ctx is done.
 func (o *Options) Run(ctx context.Context) error {
+	o.dropInDefaults()
 	if err := o.Validate(); err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -35,12 +37,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/prometheus"
 )
 
 // Kinds of metric a route can be limited to.
 const (
 	KindCustom   = "custom"
 	KindExternal = "external"
+	KindResource = "resource" // metrics.k8s.io; never implied by a route without kind
 )
 
 // Defaults.
@@ -89,6 +93,30 @@ func Default() *Config {
 	return c
 }
 
+// FromPrometheusAdapter is the config for a prometheus-adapter rules file
+// given as --config with prometheus-adapter's flags: one prometheus provider
+// named "prometheus" serving every custom and external metric, and
+// metrics.k8s.io when the file has resourceRules.
+func FromPrometheusAdapter(data []byte, flags prometheus.AdapterFlags) (*Config, error) {
+	opts, err := prometheus.OptionsFromAdapterConfig(data, flags)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the prometheus provider's options: %w", err)
+	}
+	c := &Config{
+		Providers: []Provider{{Name: "prometheus", Type: prometheus.Type, Options: raw}},
+		Routes:    []Route{{Metric: "*", Provider: "prometheus"}},
+	}
+	if opts.Config.ResourceRules != nil {
+		c.Routes = append(c.Routes, Route{Metric: "*", Provider: "prometheus", Kind: KindResource})
+	}
+	c.setDefaults()
+	return c, nil
+}
+
 // Load reads, parses and validates the file at filename. factories are the
 // known provider types.
 func Load(filename string, factories map[string]providers.Factory) (*Config, error) {
@@ -107,6 +135,16 @@ func Load(filename string, factories map[string]providers.Factory) (*Config, err
 func Parse(data []byte, factories map[string]providers.Factory) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("empty config: it needs at least providers")
+	}
+	if n := documents(data); n > 1 {
+		return nil, fmt.Errorf("parsing: %d YAML documents; the config is one document (a second one would be ignored)", n)
+	}
+	var generic any
+	if err := yaml.Unmarshal(data, &generic); err != nil {
+		return nil, fmt.Errorf("parsing: %w", err)
+	}
+	if err := exactKeys("", generic, reflect.TypeOf(Config{})); err != nil {
+		return nil, fmt.Errorf("parsing: %w", err)
 	}
 	var c Config
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
@@ -193,8 +231,12 @@ func (c *Config) Validate(factories map[string]providers.Factory) error {
 		}
 		switch r.Kind {
 		case "", KindCustom, KindExternal:
+		case KindResource:
+			if r.Metric != "*" {
+				fail(f+".metric", "a resource route serves cpu and memory together: use \"*\", not %q", r.Metric)
+			}
 		default:
-			fail(f+".kind", "unknown %q (known: %s, %s)", r.Kind, KindCustom, KindExternal)
+			fail(f+".kind", "unknown %q (known: %s, %s, %s)", r.Kind, KindCustom, KindExternal, KindResource)
 		}
 	}
 
@@ -202,6 +244,117 @@ func (c *Config) Validate(factories map[string]providers.Factory) error {
 		fail("discovery.maxMetrics", "%d is out of range (1..%d)", m, MaxMaxMetrics)
 	}
 	return errors.Join(errs...)
+}
+
+// documents counts the non-empty YAML documents in data.
+func documents(data []byte) int {
+	n := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`).Split(string(data), -1) {
+		for _, line := range strings.Split(doc, "\n") {
+			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") && t != "..." {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// exactKeys refuses keys that match a field only case-insensitively
+// (encoding/json would take "Providers" for "providers"). It checks the
+// config's own structure; provider options are checked by their factory.
+func exactKeys(field string, v any, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch val := v.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+			}
+		}
+		keys := make([]string, 0, len(val))
+		for k := range val {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, k) {
+						return fmt.Errorf("%s%s: unknown key; did you mean %q? (keys are case-sensitive)", prefix(field), k, name)
+					}
+				}
+				continue // UnmarshalStrict names unknown keys
+			}
+			if ft == reflect.TypeOf(json.RawMessage(nil)) {
+				continue
+			}
+			if err := exactKeys(prefix(field)+k, val[k], ft); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if t.Kind() != reflect.Slice {
+			return nil
+		}
+		for i, e := range val {
+			if err := exactKeys(fmt.Sprintf("%s[%d]", field, i), e, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func prefix(field string) string {
+	if field == "" {
+		return ""
+	}
+	return field + "."
+}
+
+// Warnings lists what is valid but probably not meant: routes that repeat
+// or can never match because an earlier route takes every metric they
+// would, providers no route reaches, and each provider type's own warnings.
+func (c *Config) Warnings(warners map[string]func(field string, options json.RawMessage) []string) []string {
+	var out []string
+	reached := map[string]bool{}
+	for i, r := range c.Routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		for j := range i {
+			e := c.Routes[j]
+			sameKind := e.Kind == r.Kind || (e.Kind == "" && r.Kind != KindResource)
+			if !sameKind {
+				continue
+			}
+			if e.Metric == r.Metric && e.Kind == r.Kind {
+				out = append(out, fmt.Sprintf("%s: duplicates routes[%d] (metric %q); it never matches", f, j, r.Metric))
+				break
+			}
+			if e.Metric == "*" {
+				out = append(out, fmt.Sprintf("%s: unreachable: routes[%d] (metric \"*\") already takes every metric it would", f, j))
+				break
+			}
+		}
+		reached[r.Provider] = true
+	}
+	for i, p := range c.Providers {
+		if !reached[p.Name] {
+			out = append(out, fmt.Sprintf("providers[%d] (%s): no route reaches it; it serves nothing", i, p.Name))
+		}
+		if w := warners[p.Type]; w != nil {
+			out = append(out, w(fmt.Sprintf("providers[%d].options", i), p.Options)...)
+		}
+	}
+	return out
 }
 
 func knownTypes(factories map[string]providers.Factory) string {

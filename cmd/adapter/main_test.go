@@ -29,7 +29,7 @@ func TestCommandLine(t *testing.T) {
 		code     int
 		contains string
 	}{
-		{"valid config", []string{"check-config", "-f", "../../manifests/adapter/config.yaml"}, 0, "valid (1 providers, 1 routes)"},
+		{"valid config", []string{"check-config", "-f", "../../manifests/adapter/config.yaml"}, 0, "valid (1 providers, 1 routes, 0 warnings)"},
 		{"invalid config", []string{"check-config", "-f", bad}, 1, `providers[1].type: unknown "foo"`},
 		{"check-config without -f", []string{"check-config"}, 2, "-f FILE is required"},
 		{"unknown flag", []string{"--no-such-flag"}, 2, "unknown flag"},

@@ -1,0 +1,31 @@
+// Package catalog is the one place provider types are registered: the
+// adapter, check-config and the tests build providers through Factories.
+// To add a backend, implement providers.Factory in its own package and add
+// it here.
+package catalog
+
+import (
+	"sort"
+
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/prometheus"
+)
+
+// Factories returns the known provider types by config type.
+func Factories() map[string]providers.Factory {
+	return map[string]providers.Factory{
+		memory.Type:     memory.Factory{},
+		prometheus.Type: prometheus.Factory{},
+	}
+}
+
+// Types returns the known config types, sorted.
+func Types() []string {
+	var ts []string
+	for t := range Factories() {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}

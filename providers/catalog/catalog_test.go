@@ -1,0 +1,13 @@
+package catalog
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestTypes(t *testing.T) {
+	t.Parallel()
+	if got, want := Types(), []string{"memory", "prometheus"}; !slices.Equal(got, want) {
+		t.Errorf("Types() = %v, want %v", got, want)
+	}
+}
