@@ -21,7 +21,9 @@
 //	]}
 //
 // "labels" and "timestamp" (RFC 3339) are optional; unknown fields are
-// refused. In both formats metric names match [a-zA-Z_:][a-zA-Z0-9_:]*, label
+// refused. Field names are case-sensitive ("Value" is an unknown field, not
+// "value") and a key may appear once per object (labels included): unlike
+// encoding/json's defaults, nothing is taken silently. In both formats metric names match [a-zA-Z_:][a-zA-Z0-9_:]*, label
 // names [a-zA-Z_][a-zA-Z0-9_]* (not starting with "__"), label values are
 // UTF-8, and values must be finite: NaN and infinities are refused, since an
 // autoscaler cannot act on them. A value's milli-value must also fit an
@@ -336,8 +338,105 @@ type JSONBody struct {
 	Series []JSONSeries `json:"series"`
 }
 
-// ParseJSON parses the JSON format.
+// jsonShape says which keys an object of the JSON body may have; nil fields
+// means any key (labels).
+type jsonShape struct {
+	fields map[string]*jsonShape
+	elem   *jsonShape // of an array
+	labels bool       // an object with free keys
+}
+
+var (
+	labelsShape = &jsonShape{labels: true}
+	seriesShape = &jsonShape{fields: map[string]*jsonShape{"name": nil, "labels": labelsShape, "value": nil, "timestamp": nil}}
+	bodyShape   = &jsonShape{fields: map[string]*jsonShape{"series": {elem: seriesShape}}}
+)
+
+// checkJSONKeys walks the first JSON value of data token by token and
+// refuses what encoding/json would take silently: a duplicate key in any
+// object (it keeps the last) and a field name that differs from the
+// format's only by case (it matches them case-insensitively). Type errors
+// are left to the decoder.
+func checkJSONKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return walkJSON(dec, "", bodyShape)
+}
+
+func walkJSON(dec *json.Decoder, path string, shape *jsonShape) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil // a scalar
+	}
+	where := func() string {
+		if path == "" {
+			return ""
+		}
+		return path + ": "
+	}
+	switch d {
+	case '[':
+		var elem *jsonShape
+		if shape != nil {
+			elem = shape.elem
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkJSON(dec, fmt.Sprintf("%s[%d]", path, i), elem); err != nil {
+				return err
+			}
+		}
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("invalid JSON body: %w", err)
+			}
+			key, _ := kt.(string)
+			if seen[key] {
+				return fmt.Errorf("%sduplicate key %q", where(), key)
+			}
+			seen[key] = true
+			var child *jsonShape
+			if shape != nil && !shape.labels {
+				if shape.fields != nil {
+					c, known := shape.fields[key]
+					if !known {
+						names := make([]string, 0, len(shape.fields))
+						for n := range shape.fields {
+							names = append(names, n)
+						}
+						sort.Strings(names)
+						return fmt.Errorf("%sunknown field %q (field names are case-sensitive: %s)", where(), key, strings.Join(names, ", "))
+					}
+					child = c
+				}
+			}
+			childPath := key
+			if path != "" {
+				childPath = path + "." + key
+			}
+			if err := walkJSON(dec, childPath, child); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
+}
+
+// ParseJSON parses the JSON format. Field names are exact (case-sensitive)
+// and duplicate keys are refused, in the body and in "labels".
 func ParseJSON(data []byte) ([]providers.Sample, error) {
+	if err := checkJSONKeys(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var body JSONBody

@@ -270,3 +270,33 @@ func TestTimestampRange(t *testing.T) {
 		})
 	}
 }
+
+// TestParseJSONStrict: encoding/json takes the last of duplicate keys and
+// matches field names case-insensitively; the push format does neither.
+func TestParseJSONStrict(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"upper-case series", `{"SERIES":[{"name":"q","value":1}]}`, `unknown field "SERIES"`},
+		{"Value besides value", `{"series":[{"name":"q","value":1,"Value":2}]}`, `series[0]: unknown field "Value"`},
+		{"Name", `{"series":[{"Name":"q","value":1}]}`, `series[0]: unknown field "Name"`},
+		{"duplicate value", `{"series":[{"name":"q","value":1,"value":2}]}`, `series[0]: duplicate key "value"`},
+		{"duplicate series", `{"series":[],"series":[{"name":"q","value":1}]}`, `duplicate key "series"`},
+		{"duplicate label", `{"series":[{"name":"q","value":1,"labels":{"a":"1","a":"2"}}]}`, `series[0].labels: duplicate key "a"`},
+		{"duplicate in second series", `{"series":[{"name":"q","value":1},{"name":"q","name":"r","value":1}]}`, `series[1]: duplicate key "name"`},
+		{"escaped duplicate", `{"series":[{"name":"q","value":1,"valu\u0065":2}]}`, `duplicate key "value"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseJSON([]byte(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseJSON(%s) = %v, %v; want an error containing %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+	// labels are case-sensitive keys, not fields: both stay
+	got, err := ParseJSON([]byte(`{"series":[{"name":"q","value":1,"labels":{"a":"1","A":"2"}}]}`))
+	if err != nil || len(got) != 1 || len(got[0].Labels) != 2 {
+		t.Errorf("labels a and A: %v %v", got, err)
+	}
+}
