@@ -21,7 +21,8 @@
 # autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller).
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
-# series of the pods on the fake nodes.
+# series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
+# (its memory provider for pushes, a prometheus provider for the prom_* metrics).
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
@@ -928,10 +929,20 @@ start_adapter() {
   printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$ns" | apply || die "creating namespace $ns failed"
   local adapter_kubeconfig
   adapter_kubeconfig=$(serviceaccount_kubeconfig "$ns" "$sa" manifests/adapter/rbac.yaml "$adapter_dir")
+  # With Prometheus: hack/adapter-config.yaml, the memory provider (push, every name) and a
+  # prometheus provider for the prom_* names; copied, so that the running config stays as read.
+  local config=()
+  if [[ $PROMETHEUS == true ]]; then
+    [[ -f $REPO_ROOT/hack/adapter-config.yaml ]] || die "hack/adapter-config.yaml is missing"
+    cp "$REPO_ROOT/hack/adapter-config.yaml" "$adapter_dir/config.yaml.tmp"
+    mv "$adapter_dir/config.yaml.tmp" "$adapter_dir/config.yaml"
+    config=(--config="$adapter_dir/config.yaml")
+    log "    adapter config: $adapter_dir/config.yaml (memory + prometheus at 127.0.0.1:$PROMETHEUS_PORT)"
+  fi
   start metricscale-adapter "$DIR/bin/metricscale-adapter" \
     --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 --cert-dir="$adapter_dir" \
     --kubeconfig="$adapter_kubeconfig" --authentication-kubeconfig="$adapter_kubeconfig" \
-    --authorization-kubeconfig="$adapter_kubeconfig" \
+    --authorization-kubeconfig="$adapter_kubeconfig" "${config[@]}" \
     --push-bind-address=127.0.0.1 --push-port="$PUSH_PORT" --push-token-file="$DIR/push-token" -v=2
   wait_healthy metricscale-adapter 90 healthy health metricscale-adapter
   {
