@@ -307,8 +307,20 @@ func selectorOrEverything(s labels.Selector) labels.Selector {
 	return s
 }
 
+// done refuses a query whose caller has given up (a cancelled or expired
+// context), as a backend provider's would: an error, never a value.
+func (p *Provider) done(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return providers.NewBackendError(p.name, err)
+	}
+	return nil
+}
+
 // GetMetricByName implements providers.Provider.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	if err := p.done(ctx); err != nil {
+		return nil, err
+	}
 	ri, err := p.resource(info.GroupResource)
 	if err != nil {
 		return nil, err
@@ -362,6 +374,9 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 // GetMetricBySelector implements providers.Provider. Objects are resolved
 // through the ObjectLister (a watch cache), never listed per request.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if err := p.done(ctx); err != nil {
+		return nil, err
+	}
 	ri, err := p.resource(info.GroupResource)
 	if err != nil {
 		return nil, err
@@ -450,6 +465,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 // of them is stale the whole answer is refused, since the HPA would sum the
 // rest into a wrong number.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	if err := p.done(ctx); err != nil {
+		return nil, err
+	}
 	msel := selectorOrEverything(metricSelector)
 	now := p.clock.Now().UnixNano()
 	staleBefore := now - int64(p.maxAge)
