@@ -4,7 +4,8 @@
 //
 //	POST /push
 //	Authorization: Bearer <token from --push-token-file>
-//	Content-Type: text/plain (Prometheus text format) | application/json
+//	Content-Type: text/plain (Prometheus text format) | application/json |
+//	              application/openmetrics-text (timestamps in seconds, # EOF)
 //
 // With a Forwarder, an accepted push is also sent to the other replicas
 // (marked with ForwardedHeader, so it is not forwarded again).
@@ -117,8 +118,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var parse func([]byte) ([]providers.Sample, error)
 	switch mediaType {
-	case "text/plain", "application/openmetrics-text":
+	case "text/plain":
 		parse = pushformat.ParseText
+	case "application/openmetrics-text":
+		parse = pushformat.ParseOpenMetrics
 	case "application/json":
 		parse = pushformat.ParseJSON
 	default:

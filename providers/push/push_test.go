@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metricscale/metricscale/providers"
 )
@@ -103,5 +104,48 @@ func TestEmptyTokenRefused(t *testing.T) {
 	t.Parallel()
 	if _, err := NewHandler(&recordingSink{}, " \n", 0); err == nil {
 		t.Error("an empty token was accepted")
+	}
+}
+
+// TestOpenMetrics: OpenMetrics timestamps are seconds (possibly fractional),
+// not milliseconds, and the body ends with "# EOF".
+func TestOpenMetrics(t *testing.T) {
+	t.Parallel()
+	const token = "tok"
+	const ctype = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	tests := []struct {
+		name, body string
+		code       int
+		want       time.Time
+		contains   string
+	}{
+		{"seconds", "# TYPE q gauge\nq{queue=\"a\"} 1 1767225600\n# EOF\n", 204, time.Unix(1767225600, 0), ""},
+		{"fractional seconds", "q 1 1767225600.25\n# EOF", 204, time.Unix(1767225600, 250_000_000), ""},
+		{"no timestamp", "q 1\n# EOF\n", 204, time.Time{}, ""},
+		{"exemplar ignored", "q_total 3 1767225600 # {trace_id=\"x\"} 1 1767225599\n# EOF\n", 204, time.Unix(1767225600, 0), ""},
+		{"missing EOF", "q 1 1767225600\n", 400, time.Time{}, "# EOF"},
+		{"data after EOF", "q 1\n# EOF\nr 2\n", 400, time.Time{}, "after # EOF"},
+		{"milliseconds are out of range", "q 1 1767225600000\n# EOF\n", 400, time.Time{}, "metric q: timestamp"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sink := &recordingSink{}
+			h, err := NewHandler(sink, token, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", "/push", strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", ctype)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.contains) {
+				t.Fatalf("got %d %q, want %d containing %q", rec.Code, rec.Body.String(), tc.code, tc.contains)
+			}
+			if tc.code == 204 && (len(sink.samples) != 1 || !sink.samples[0].Timestamp.Equal(tc.want)) {
+				t.Errorf("stored %+v, want one sample at %s", sink.samples, tc.want)
+			}
+		})
 	}
 }

@@ -138,8 +138,22 @@ func checkValue(v float64) error {
 
 // ParseText parses the Prometheus text exposition format.
 func ParseText(data []byte) ([]providers.Sample, error) {
+	return parseExposition(data, false)
+}
+
+// ParseOpenMetrics parses the OpenMetrics text format (Content-Type
+// application/openmetrics-text): as ParseText, except that timestamps are
+// seconds since the epoch, possibly fractional ("1767225600.25"), exemplars
+// ("# {trace_id=...} 1 ts" after the value) are ignored, and the body must
+// end with a "# EOF" line, after which nothing but blank lines may follow.
+func ParseOpenMetrics(data []byte) ([]providers.Sample, error) {
+	return parseExposition(data, true)
+}
+
+func parseExposition(data []byte, om bool) ([]providers.Sample, error) {
 	var out []providers.Sample
 	lineNo := 0
+	eof := false
 	for len(data) > 0 {
 		lineNo++
 		var line []byte
@@ -150,10 +164,17 @@ func ParseText(data []byte) ([]providers.Sample, error) {
 		}
 		line = bytes.TrimSuffix(line, []byte{'\r'})
 		line = bytes.TrimLeft(line, " \t")
+		if om && eof && len(line) > 0 {
+			return nil, fmt.Errorf("line %d: data after # EOF", lineNo)
+		}
+		if om && string(line) == "# EOF" {
+			eof = true
+			continue
+		}
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		s, err := parseLine(string(line))
+		s, err := parseLine(string(line), om)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", lineNo, err)
 		}
@@ -162,7 +183,31 @@ func ParseText(data []byte) ([]providers.Sample, error) {
 		}
 		out = append(out, s)
 	}
+	if om && !eof {
+		return nil, errors.New("OpenMetrics body does not end with a # EOF line")
+	}
 	return out, nil
+}
+
+// maxUnixSeconds is the last second time.Time.UnixNano represents.
+const maxUnixSeconds = math.MaxInt64 / int64(time.Second)
+
+// parseSeconds parses an OpenMetrics timestamp: seconds since the epoch,
+// possibly fractional, within the range UnixNano represents.
+func parseSeconds(name, f string) (time.Time, error) {
+	sec, err := strconv.ParseFloat(f, 64)
+	if err != nil || math.IsNaN(sec) || math.IsInf(sec, 0) {
+		return time.Time{}, fmt.Errorf("metric %s: invalid timestamp %q (seconds since the epoch)", name, f)
+	}
+	if sec <= 0 || sec > float64(maxUnixSeconds) {
+		return time.Time{}, fmt.Errorf("metric %s: timestamp %s out of range (seconds after the epoch, at most %d)", name, f, maxUnixSeconds)
+	}
+	whole, frac := math.Modf(sec)
+	t := time.Unix(int64(whole), int64(math.Round(frac*1e9)))
+	if !TimeInRange(t) {
+		return time.Time{}, fmt.Errorf("metric %s: timestamp %s out of range (seconds after the epoch, at most %d)", name, f, maxUnixSeconds)
+	}
+	return t, nil
 }
 
 type lexer struct {
@@ -200,7 +245,7 @@ func metricRest(c byte) bool  { return metricFirst(c) || isDigit(c) }
 func labelFirst(c byte) bool  { return isAlpha(c) || c == '_' }
 func labelRest(c byte) bool   { return labelFirst(c) || isDigit(c) }
 
-func parseLine(line string) (providers.Sample, error) {
+func parseLine(line string, om bool) (providers.Sample, error) {
 	var s providers.Sample
 	l := &lexer{s: line}
 	s.Name = l.ident(metricFirst, metricRest)
@@ -233,7 +278,19 @@ func parseLine(line string) (providers.Sample, error) {
 	}
 	s.Value = v
 	l.skipSpace()
-	if tsStr := l.field(); tsStr != "" {
+	if om {
+		if l.pos < len(l.s) && l.s[l.pos] != '#' {
+			ts, err := parseSeconds(s.Name, l.field())
+			if err != nil {
+				return s, err
+			}
+			s.Timestamp = ts
+			l.skipSpace()
+		}
+		if l.pos < len(l.s) && l.s[l.pos] == '#' {
+			l.pos = len(l.s) // an exemplar: not stored
+		}
+	} else if tsStr := l.field(); tsStr != "" {
 		ms, err := strconv.ParseInt(tsStr, 10, 64)
 		if err != nil {
 			return s, fmt.Errorf("metric %s: invalid timestamp %q (milliseconds since the epoch)", s.Name, tsStr)
