@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"path"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,11 +28,27 @@ var healthPaths = []string{"/healthz", "/readyz", "/livez"}
 func restrictAnonymous(inner authenticator.Request, allowed []string) authenticator.Request {
 	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
 		resp, ok, err := inner.AuthenticateRequest(req)
-		if ok && resp != nil && resp.User != nil && resp.User.GetName() == user.Anonymous && !pathAllowed(req.URL.Path, allowed) {
+		if ok && resp != nil && resp.User != nil && resp.User.GetName() == user.Anonymous && !anonymousAllowed(req, allowed) {
 			return nil, false, nil
 		}
 		return resp, ok, err
 	})
+}
+
+// anonymousAllowed reports whether an anonymous request may go on: its path
+// must be clean (path.Clean leaves it unchanged: no "..", ".", "//" or
+// trailing slash), carry no percent-encoding (so no encoded "/" or "."
+// reaches the router as something else), and be one of the allowed paths or
+// below one. "/healthz/../apis/..." is not a health path.
+func anonymousAllowed(req *http.Request, allowed []string) bool {
+	if req.URL == nil {
+		return false
+	}
+	p := req.URL.Path
+	if p == "" || path.Clean(p) != p || strings.Contains(req.URL.EscapedPath(), "%") || strings.Contains(req.URL.RawPath, "%") {
+		return false
+	}
+	return pathAllowed(p, allowed)
 }
 
 func pathAllowed(p string, allowed []string) bool {

@@ -29,6 +29,17 @@ func TestRestrictAnonymous(t *testing.T) {
 		{user.Anonymous, "/metrics", false},
 		{user.Anonymous, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/q", false},
 		{"alice", "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/q", true},
+		// a path that only looks like a health path once uncleaned
+		{user.Anonymous, "/healthz/../apis/external.metrics.k8s.io/v1beta1/namespaces/default/q", false},
+		{user.Anonymous, "/readyz/../../apis/custom.metrics.k8s.io/v1beta2", false},
+		{user.Anonymous, "/healthz/%2e%2e/apis/custom.metrics.k8s.io/v1beta2", false},
+		{user.Anonymous, "/healthz/..%2Fapis/custom.metrics.k8s.io/v1beta2", false},
+		{user.Anonymous, "/healthz%2F..%2Fapis/custom.metrics.k8s.io/v1beta2", false},
+		{user.Anonymous, "/livez/./../metrics", false},
+		{user.Anonymous, "//healthz", false},
+		{user.Anonymous, "/healthz//ping", false},
+		{user.Anonymous, "/healthz/", false},
+		{user.Anonymous, "/healthz/%70ing", false},
 	}
 	for _, tc := range tests {
 		a := restrictAnonymous(as(tc.user), healthPaths)
