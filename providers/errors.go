@@ -170,3 +170,25 @@ func ToAPIError(providerName string, err error) error {
 	}
 	return NewBackendError(providerName, err)
 }
+
+// ReasonNotAllowed: 400, the query needs a resource the adapter is not
+// configured to watch.
+const ReasonNotAllowed Reason = "not_allowed"
+
+// NewResourceNotAllowed is a 400 for a selector query on a resource the
+// adapter does not watch; allowed lists the ones it does.
+func NewResourceNotAllowed(gr schema.GroupResource, allowed []string) *Error {
+	msg := fmt.Sprintf("selector queries on %s are not allowed: the adapter watches only %v; to allow it, add %q to selectorResources in the adapter config and grant the adapter list and watch on it (manifests/adapter/rbac.yaml)",
+		gr, allowed, gr.String())
+	return newError(ReasonNotAllowed, apierrors.NewBadRequest(msg), nil)
+}
+
+// ReasonTooManyItems: 400, an answer would hold more items than allowed.
+const ReasonTooManyItems Reason = "too_many_items"
+
+// NewTooManyItems is a 400 for a query whose answer would hold more than
+// limit items; what describes the query.
+func NewTooManyItems(metric, what string, limit int) *Error {
+	msg := fmt.Sprintf("the metric %s for %s matches more than %d series, the most one answer holds: narrow the selector", metric, what, limit)
+	return newError(ReasonTooManyItems, apierrors.NewBadRequest(msg), nil)
+}

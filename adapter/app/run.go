@@ -61,7 +61,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("building the metadata client: %w", err)
 	}
-	lister := objects.New(mdClient, mapper)
+	lister := objects.New(mdClient, mapper, cfg.SelectorGroupResources()...)
 
 	reg, err := buildRegistry(cfg, providers.Deps{
 		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -60,6 +61,10 @@ type Config struct {
 	Providers []Provider `json:"providers"`
 	Routes    []Route    `json:"routes,omitempty"`
 	Discovery Discovery  `json:"discovery,omitempty"`
+	// SelectorResources are the resources ("pods", "deployments.apps")
+	// selector queries may name; the adapter watches only these and its
+	// RBAC must grant list and watch on them. Empty: pods and namespaces.
+	SelectorResources []string `json:"selectorResources,omitempty"`
 }
 
 // Provider is one provider instance.
@@ -243,7 +248,26 @@ func (c *Config) Validate(factories map[string]providers.Factory) error {
 	if m := c.Discovery.MaxMetrics; m < 0 || m > MaxMaxMetrics {
 		fail("discovery.maxMetrics", "%d is out of range (1..%d)", m, MaxMaxMetrics)
 	}
+	seenRes := map[string]int{}
+	for i, r := range c.SelectorResources {
+		if msgs := validation.IsDNS1123Subdomain(r); len(msgs) > 0 {
+			fail(fmt.Sprintf("selectorResources[%d]", i), "invalid resource %q (resource or resource.group, as in \"deployments.apps\"): %s", r, strings.Join(msgs, "; "))
+		} else if j, dup := seenRes[r]; dup {
+			fail(fmt.Sprintf("selectorResources[%d]", i), "duplicate %q (also selectorResources[%d])", r, j)
+		}
+		seenRes[r] = i
+	}
 	return errors.Join(errs...)
+}
+
+// SelectorGroupResources returns SelectorResources parsed ("deployments.apps"
+// is group apps, resource deployments); nil when none are configured.
+func (c *Config) SelectorGroupResources() []schema.GroupResource {
+	var out []schema.GroupResource
+	for _, r := range c.SelectorResources {
+		out = append(out, schema.ParseGroupResource(r))
+	}
+	return out
 }
 
 // documents counts the non-empty YAML documents in data.

@@ -1,12 +1,16 @@
 // Package objects resolves label selectors to object names from shared
 // metadata-only informers (client-go), so a Pods metric query never LISTs
-// the API server. Pods are watched from the start; other resources get an
-// informer the first time a selector query asks for them.
+// the API server. Pods are watched from the start; the other allowed
+// resources (the config's selectorResources, by default pods and
+// namespaces: exactly what manifests/adapter/rbac.yaml grants list and
+// watch on) get an informer the first time a selector query asks for them.
+// A query on any other resource is refused with a 400 and starts nothing.
 package objects
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -26,10 +30,16 @@ import (
 // PodsGVR is watched from the start.
 var PodsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
+// DefaultSelectorResources are the resources selector queries may name when
+// the config lists none. manifests/adapter/rbac.yaml grants list and watch
+// on exactly these (a test checks it).
+var DefaultSelectorResources = []schema.GroupResource{{Resource: "pods"}, {Resource: "namespaces"}}
+
 // Lister is a providers.ObjectLister over metadata informers.
 type Lister struct {
 	factory metadatainformer.SharedInformerFactory
 	mapper  apimeta.RESTMapper
+	allowed map[schema.GroupResource]bool
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -69,11 +79,21 @@ func stripForCache(obj any) (any, error) {
 }
 
 // New returns a Lister; pods are watched as soon as Start is called.
-func New(client metadata.Interface, mapper apimeta.RESTMapper) *Lister {
+// allowed are the resources selector queries may name (none:
+// DefaultSelectorResources); pods are always allowed, since readiness waits
+// for their cache.
+func New(client metadata.Interface, mapper apimeta.RESTMapper, allowed ...schema.GroupResource) *Lister {
+	if len(allowed) == 0 {
+		allowed = DefaultSelectorResources
+	}
 	l := &Lister{
 		factory:   metadatainformer.NewSharedInformerFactoryWithOptions(client, 0, metadatainformer.WithTransform(stripForCache)),
 		mapper:    mapper,
+		allowed:   map[schema.GroupResource]bool{PodsGVR.GroupResource(): true},
 		informers: map[schema.GroupResource]*entry{},
+	}
+	for _, gr := range allowed {
+		l.allowed[gr] = true
 	}
 	l.add(PodsGVR)
 	return l
@@ -120,10 +140,27 @@ func (l *Lister) informerFor(gr schema.GroupResource) (*entry, error) {
 	if err != nil {
 		return nil, providers.NewUnknownResource(gr)
 	}
+	if e, ok := l.informers[gvr.GroupResource()]; ok {
+		return e, nil
+	}
+	if !l.allowed[gvr.GroupResource()] {
+		klog.V(2).InfoS("Selector query on a resource that is not allowed", "resource", gvr.GroupResource().String())
+		return nil, providers.NewResourceNotAllowed(gvr.GroupResource(), l.allowedNames())
+	}
 	klog.InfoS("Watching a new resource for selector queries", "resource", gr.String(), "version", gvr.Version)
 	e := l.add(gvr)
 	l.factory.Start(l.ctx.Done())
 	return e, nil
+}
+
+// allowedNames lists the allowed resources, sorted.
+func (l *Lister) allowedNames() []string {
+	out := make([]string, 0, len(l.allowed))
+	for gr := range l.allowed {
+		out = append(out, gr.String())
+	}
+	sort.Strings(out)
+	return out
 }
 
 // ListNames implements providers.ObjectLister. If the resource's cache is

@@ -52,7 +52,7 @@ func TestListNames(t *testing.T) {
 		lists++
 		return false, nil, nil
 	})
-	l := New(client, mapper())
+	l := New(client, mapper(), schema.GroupResource{Resource: "pods"}, schema.GroupResource{Group: "apps", Resource: "deployments"})
 	if _, err := l.ListNames(context.Background(), schema.GroupResource{Group: "apps", Resource: "deployments"}, "default", labels.Everything()); err == nil {
 		t.Error("a lister that is not started answered")
 	}
@@ -119,7 +119,7 @@ func TestListNamesTimesOutWithTheWatchError(t *testing.T) {
 	client.PrependReactor("list", "statefulsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New(`statefulsets.apps is forbidden: User "system:serviceaccount:metricscale:metricscale-adapter" cannot list`)
 	})
-	l := New(client, mapper())
+	l := New(client, mapper(), schema.GroupResource{Group: "apps", Resource: "statefulsets"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l.Start(ctx)
@@ -136,5 +136,46 @@ func TestListNamesTimesOutWithTheWatchError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "statefulsets.apps") || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("error does not name the resource: %v", err)
+	}
+}
+
+// TestOnlyAllowedResourcesAreWatched: a selector query on a resource the
+// configuration does not allow starts no informer (the RBAC would refuse
+// its watch anyway) and gets a 400 naming the resource and the fix.
+func TestOnlyAllowedResourcesAreWatched(t *testing.T) {
+	t.Parallel()
+	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	scheme := metadatafake.NewTestScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme, obj(dep, "default", "web", nil))
+	deploymentLists := 0
+	client.PrependReactor("list", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		deploymentLists++
+		return false, nil, nil
+	})
+	l := New(client, mapper()) // the default: pods and namespaces
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Start(ctx)
+	qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer qcancel()
+	for _, gr := range []schema.GroupResource{{Group: "apps", Resource: "deployments"}, {Resource: "deployments"}, {Resource: "deployment"}} {
+		_, err := l.ListNames(qctx, gr, "default", labels.Everything())
+		var pe *providers.Error
+		if !errors.As(err, &pe) || pe.Code() != 400 {
+			t.Errorf("%s: err = %v, want a 400", gr, err)
+			continue
+		}
+		for _, want := range []string{"deployments.apps", "selectorResources"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not mention %q", gr, err, want)
+			}
+		}
+	}
+	l.mu.Lock()
+	_, watched := l.informers[schema.GroupResource{Group: "apps", Resource: "deployments"}]
+	l.mu.Unlock()
+	if watched || deploymentLists != 0 {
+		t.Errorf("deployments watched (%v) or listed (%d times) without being allowed", watched, deploymentLists)
 	}
 }
