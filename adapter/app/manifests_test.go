@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -11,9 +13,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/adapter/objects"
 )
 
 // readManifests returns the objects of manifests/adapter, by "Kind/name".
@@ -94,21 +98,43 @@ func TestManifests(t *testing.T) {
 		t.Errorf("manifests/adapter/config.yaml: %v", err)
 	}
 
-	// least privilege: the adapter's own ClusterRole only reads pods and namespaces
+	// least privilege, one source of truth: the adapter's own ClusterRole
+	// grants list and watch (what the metadata informers need), and nothing
+	// else, on exactly the resources the shipped config lets selector
+	// queries watch (objects.DefaultSelectorResources without the field).
 	var cr rbacv1.ClusterRole
 	if err := yaml.UnmarshalStrict(m["ClusterRole/metricscale-adapter-resource-reader"], &cr); err != nil {
 		t.Fatal(err)
 	}
+	shipped, err := config.Parse(cfg, Factories())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shipped.SelectorGroupResources()
+	if len(want) == 0 {
+		want = objects.DefaultSelectorResources
+	}
+	granted := map[schema.GroupResource]string{}
 	for _, r := range cr.Rules {
-		for _, v := range r.Verbs {
-			if v != "get" && v != "list" && v != "watch" {
-				t.Errorf("resource reader may %s", v)
+		verbs := append([]string(nil), r.Verbs...)
+		sort.Strings(verbs)
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("resource reader rule %+v: want resources only", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				granted[schema.GroupResource{Group: g, Resource: res}] += strings.Join(verbs, ",")
 			}
 		}
-		for _, res := range r.Resources {
-			if res != "pods" && res != "namespaces" {
-				t.Errorf("resource reader reads %s", res)
-			}
+	}
+	for _, gr := range want {
+		if granted[gr] != "list,watch" {
+			t.Errorf("selector resource %s: the resource reader grants %q, want exactly list,watch", gr, granted[gr])
+		}
+	}
+	for gr := range granted {
+		if !slices.Contains(want, gr) {
+			t.Errorf("the resource reader grants %s, which no selector query may watch", gr)
 		}
 	}
 	var rb rbacv1.RoleBinding
