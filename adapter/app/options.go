@@ -44,6 +44,7 @@ type Options struct {
 	PushMaxBodyBytes int64
 	PushPeersDNS     string
 	PushSelfIP       string
+	PushMaxInflight  int
 
 	// Prometheus holds prometheus-adapter's command-line flags, for a
 	// --config that is a prometheus-adapter rules file (the drop-in mode).
@@ -62,6 +63,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 		PushBindAddress:  "0.0.0.0",
 		PushPort:         6445,
 		PushMaxBodyBytes: push.DefaultMaxBodyBytes,
+		PushMaxInflight:  push.DefaultMaxInflight,
 	}
 	o.Name = "metricscale-adapter"
 	o.FlagSet = fs
@@ -91,6 +93,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&o.PushPeersDNS, "push-peers-dns", o.PushPeersDNS, "DNS name of a headless Service listing every replica; each accepted push is forwarded to the others so all replicas hold every series")
 	fs.StringVar(&o.PushSelfIP, "push-self-ip", o.PushSelfIP, "this replica's IP, left out of --push-peers-dns (the pod IP)")
 	fs.Int64Var(&o.PushMaxBodyBytes, "push-max-body-bytes", o.PushMaxBodyBytes, "largest push body accepted")
+	fs.IntVar(&o.PushMaxInflight, "push-max-inflight", o.PushMaxInflight, "pushes handled at once; more get 429 with Retry-After")
 	p := &o.Prometheus
 	fs.StringVar(&p.PrometheusURL, "prometheus-url", p.PrometheusURL, "drop-in for prometheus-adapter: URL of Prometheus; --config is then a prometheus-adapter rules file served by one prometheus provider")
 	fs.BoolVar(&p.AuthInCluster, "prometheus-auth-incluster", p.AuthInCluster, "drop-in: authenticate to Prometheus with the in-cluster config")

@@ -200,6 +200,7 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, token s
 		return err
 	}
 	h.OnAppend = reg.UpdateSeriesGauge
+	h.MaxInflight = o.PushMaxInflight
 	if o.PushPeersDNS != "" {
 		port := o.PushPort
 		if port == 0 && o.pushListener != nil {

@@ -12,7 +12,8 @@
 //
 // Answers: 204 stored; 400 the body is invalid (the message names the line
 // or series); 401 missing or wrong token; 405 not POST; 413 body over the
-// limit; 415 unknown Content-Type; 507 the series limit is reached. A push is
+// limit; 415 unknown Content-Type; 429 more than MaxInflight pushes at once
+// (with Retry-After); 507 the series or byte limit of the store is reached. A push is
 // stored whole or not at all. The formats are described in package
 // pushformat. GET /healthz answers 200 without a token.
 package push
@@ -26,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/klog/v2"
 
@@ -36,6 +38,12 @@ import (
 
 // DefaultMaxBodyBytes bounds a push body.
 const DefaultMaxBodyBytes = 16 << 20
+
+// DefaultMaxInflight bounds the pushes handled at once: each holds its body
+// (up to the body limit) and its parsed samples (a few times the body) in
+// memory, so the cap bounds the push path's memory to about
+// DefaultMaxInflight × 4 × DefaultMaxBodyBytes (256 MiB at the defaults).
+const DefaultMaxInflight = 4
 
 // Sink stores samples; the provider registry is one.
 type Sink interface {
@@ -52,6 +60,12 @@ type Handler struct {
 	// Forwarder, if set, sends each push that did not come from a peer to
 	// the other replicas.
 	Forwarder *Forwarder
+	// MaxInflight bounds the pushes handled at once (0:
+	// DefaultMaxInflight); more get 429 with Retry-After. Set it before
+	// serving.
+	MaxInflight int
+
+	inflight atomic.Int64
 }
 
 // NewHandler returns the push handler. token must not be empty: the endpoint
@@ -110,6 +124,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusMethodNotAllowed, "method %s not allowed: use POST", r.Method)
 		return
 	}
+	limit := int64(h.MaxInflight)
+	if limit <= 0 {
+		limit = DefaultMaxInflight
+	}
+	if h.inflight.Add(1) > limit {
+		h.inflight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusTooManyRequests, "too many concurrent pushes (at most %d): retry later", limit)
+		return
+	}
+	defer h.inflight.Add(-1)
 	ct := r.Header.Get("Content-Type")
 	mediaType, _, err := mime.ParseMediaType(ct)
 	if err != nil {

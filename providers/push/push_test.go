@@ -149,3 +149,58 @@ func TestOpenMetrics(t *testing.T) {
 		})
 	}
 }
+
+// blockingSink holds every Append until release is closed.
+type blockingSink struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingSink) Append([]providers.Sample) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return nil
+}
+
+// TestMaxInflight: pushes beyond the concurrency cap are refused with 429
+// and Retry-After instead of each holding a body and its parse in memory.
+func TestMaxInflight(t *testing.T) {
+	t.Parallel()
+	sink := &blockingSink{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	h, err := NewHandler(sink, "tok", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.MaxInflight = 2
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/push", strings.NewReader("q 1\n"))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Content-Type", "text/plain")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes <- do().Code }()
+	}
+	<-sink.entered
+	<-sink.entered
+	rec := do()
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "concurrent") {
+		t.Errorf("third concurrent push: %d %q Retry-After=%q, want 429 with Retry-After", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+	}
+	close(sink.release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusNoContent {
+			t.Errorf("a push within the cap got %d", c)
+		}
+	}
+	if rec := do(); rec.Code != http.StatusNoContent {
+		t.Errorf("push after the others finished: %d", rec.Code)
+	}
+}
