@@ -29,7 +29,8 @@ fmt-check:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
-	$(GO) test -run '^$$' -bench . -benchtime 20000x ./adapter/bench/
+	$(GO) test -run '^$$' -bench 'ExternalQuery|BytesPerSeries' -benchtime 20000x ./adapter/bench/
+	$(GO) test -run '^$$' -bench Prometheus -benchtime 2000x ./adapter/bench/
 
 # Every fuzz target of the module, found in its packages' tests, each for
 # FUZZTIME. Minimizing a new input takes up to 60s by default, which left a
