@@ -53,6 +53,15 @@ const (
 	DefaultSeriesTTL = 10 * time.Minute
 	DefaultMaxAge    = 2 * time.Minute
 	DefaultMaxSeries = 1_000_000
+	// DefaultMaxBytes bounds the store's byte estimate (labels, strings and
+	// overhead of every series): 512 MiB. The series count alone is no
+	// bound: a series at the label caps is estimated at 42 KiB (33 KiB
+	// measured, BenchmarkBytesPerSeriesAtCaps), a typical one with four
+	// short labels at about 540 bytes (420 measured): the default admits
+	// about 12,000 series at the caps, about 1,000,000 typical ones.
+	DefaultMaxBytes = 512 << 20
+	// DefaultMaxExternalItems bounds the items of one external answer.
+	DefaultMaxExternalItems = 10_000
 )
 
 // how long label-to-resource and discovery answers are reused.
@@ -70,6 +79,13 @@ type Options struct {
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 	// MaxSeries bounds the store; pushes beyond it are refused.
 	MaxSeries int `json:"maxSeries,omitempty"`
+	// MaxBytes bounds the store's byte estimate; pushes beyond it are
+	// refused (507). Default DefaultMaxBytes.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// MaxExternalItems bounds the series of one external answer; a query
+	// matching more gets a 400 asking to narrow the selector. Default
+	// DefaultMaxExternalItems.
+	MaxExternalItems int `json:"maxExternalItems,omitempty"`
 }
 
 // Factory builds memory providers.
@@ -96,6 +112,12 @@ func parseOptions(field string, raw json.RawMessage) (Options, error) {
 	}
 	if o.MaxSeries < 0 {
 		errs = append(errs, fmt.Sprintf("%s.maxSeries: must not be negative, got %d", field, o.MaxSeries))
+	}
+	if o.MaxBytes < 0 {
+		errs = append(errs, fmt.Sprintf("%s.maxBytes: must not be negative, got %d", field, o.MaxBytes))
+	}
+	if o.MaxExternalItems < 0 {
+		errs = append(errs, fmt.Sprintf("%s.maxExternalItems: must not be negative, got %d", field, o.MaxExternalItems))
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -140,7 +162,17 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 	if res == nil {
 		res = naming.NewResolver(deps.Mapper, clk)
 	}
-	return New(name, NewStore(clk, ttl, maxSeries), res, deps.Objects, clk, maxAge), nil
+	store := NewStore(clk, ttl, maxSeries)
+	maxBytes := o.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	store.SetMaxBytes(maxBytes)
+	p := New(name, store, res, deps.Objects, clk, maxAge)
+	if o.MaxExternalItems > 0 {
+		p.maxExternalItems = o.MaxExternalItems
+	}
+	return p, nil
 }
 
 // Provider serves the series of a Store.
@@ -151,6 +183,8 @@ type Provider struct {
 	objects   providers.ObjectLister
 	clock     clock.PassiveClock
 	maxAge    time.Duration
+	// maxExternalItems bounds the items of one external answer.
+	maxExternalItems int
 
 	mu   sync.Mutex
 	disc discovery
@@ -169,7 +203,7 @@ var (
 // New returns a provider named name serving store. maxAge is the oldest a
 // served value may be.
 func New(name string, store *Store, resources *naming.Resolver, objects providers.ObjectLister, clk clock.PassiveClock, maxAge time.Duration) *Provider {
-	return &Provider{name: name, store: store, resources: resources, objects: objects, clock: clk, maxAge: maxAge}
+	return &Provider{name: name, store: store, resources: resources, objects: objects, clock: clk, maxAge: maxAge, maxExternalItems: DefaultMaxExternalItems}
 }
 
 // Name implements providers.Provider.
@@ -474,6 +508,7 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	out := &external_metrics.ExternalMetricValueList{}
 	known := false
 	var stale *series
+	tooMany := false
 	p.store.view(info.Metric, func(f *family) {
 		if f == nil {
 			return
@@ -495,6 +530,10 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 				}
 				continue
 			}
+			if len(out.Items) >= p.maxExternalItems {
+				tooMany = true
+				return
+			}
 			out.Items = append(out.Items, external_metrics.ExternalMetricValue{
 				MetricName:   info.Metric,
 				MetricLabels: sr.labelMap(),
@@ -510,6 +549,8 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	switch {
 	case !known:
 		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
+	case tooMany:
+		return nil, providers.NewTooManyItems(info.Metric, what, p.maxExternalItems)
 	case stale != nil:
 		return nil, providers.NewStale(info.Metric, what+" (series "+formatLabels(stale)+")", time.Unix(0, stale.ts), p.maxAge)
 	case len(out.Items) == 0:

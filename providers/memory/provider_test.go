@@ -452,6 +452,9 @@ func TestFactoryOptions(t *testing.T) {
 		{`{"maxAge":"0s"}`, "providers[0].options.maxAge"},
 		{`{"maxSeries":-1}`, "providers[0].options.maxSeries"},
 		{`{"bogus":1}`, `unknown field "bogus"`},
+		{`{"maxBytes":1048576,"maxExternalItems":100}`, ""},
+		{`{"maxBytes":-1}`, "providers[0].options.maxBytes"},
+		{`{"maxExternalItems":-1}`, "providers[0].options.maxExternalItems"},
 	}
 	for _, tc := range tests {
 		err := Factory{}.Validate("providers[0].options", []byte(tc.raw))
@@ -547,5 +550,33 @@ func TestTimestampOutOfRange(t *testing.T) {
 				t.Errorf("stored %d series", p.SeriesCount())
 			}
 		})
+	}
+}
+
+// TestMaxExternalItems: an external answer holds at most maxExternalItems
+// series; a query matching more is refused (400, narrow the selector)
+// instead of building an unbounded list.
+func TestMaxExternalItems(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(t0)
+	prov, err := Factory{}.New("m", []byte(`{"maxExternalItems":3}`), providers.Deps{Resources: testResolver(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := prov.(*Provider)
+	push(t, p, smp("q", 1, "queue", "a"), smp("q", 2, "queue", "b"), smp("q", 3, "queue", "c"), smp("q", 4, "queue", "d"))
+	ctx := context.Background()
+	_, err = p.GetExternalMetric(ctx, "ns", labels.Everything(), providers.ExternalMetricInfo{Metric: "q"})
+	wantErr(t, err, 400, providers.ReasonTooManyItems, "q", "more than 3", "narrow the selector")
+	list, err := p.GetExternalMetric(ctx, "ns", mustSel(t, "queue in (a,b,c)"), providers.ExternalMetricInfo{Metric: "q"})
+	if err != nil || len(list.Items) != 3 {
+		t.Errorf("3 series at a cap of 3: %v %v", list, err)
+	}
+	d, err := Factory{}.New("d", nil, providers.Deps{Resources: testResolver(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dp := d.(*Provider); dp.maxExternalItems != DefaultMaxExternalItems || dp.store.maxBytes != DefaultMaxBytes {
+		t.Errorf("defaults not applied: maxExternalItems %d maxBytes %d", dp.maxExternalItems, dp.store.maxBytes)
 	}
 }

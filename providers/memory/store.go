@@ -40,7 +40,8 @@ func sampleLabels(lbls map[string]string) string {
 	return b.String()
 }
 
-// ErrStoreFull is providers.ErrStoreFull: a push would exceed the series limit.
+// ErrStoreFull is providers.ErrStoreFull: a push would exceed the series
+// limit or the byte budget.
 var ErrStoreFull = providers.ErrStoreFull
 
 // maxFutureSkew is how far ahead of the adapter's clock a pushed timestamp
@@ -120,17 +121,47 @@ type family struct {
 	labelNames map[unique.Handle[string]]int32
 }
 
+// The byte estimate of a series, which the store's byte budget counts:
+// seriesOverheadBytes for the series, its index entries and its family's
+// share, plus for each label labelOverheadBytes and the bytes of its name
+// and value, as if no string were shared with another series (interning
+// makes the real figure lower when they are). BenchmarkBytesPerSeriesAtCaps
+// compares the estimate with the heap.
+const (
+	seriesOverheadBytes = 160
+	labelOverheadBytes  = 64
+)
+
+// estimateBytes is the byte estimate of a series of metric name with lbls.
+func estimateBytes(name string, lbls map[string]string) int64 {
+	n := int64(seriesOverheadBytes + len(name))
+	for k, v := range lbls {
+		n += int64(labelOverheadBytes + len(k) + len(v))
+	}
+	return n
+}
+
+func estimateLabels(name string, lbls []label) int64 {
+	n := int64(seriesOverheadBytes + len(name))
+	for _, l := range lbls {
+		n += int64(labelOverheadBytes + len(l.name.Value()) + len(l.value.Value()))
+	}
+	return n
+}
+
 // Store is an in-process store of the latest sample of each series. It is
 // safe for concurrent use.
 type Store struct {
 	clock     clock.PassiveClock
 	ttl       time.Duration
 	maxSeries int
+	maxBytes  int64
 	seed      maphash.Seed
 
 	mu       sync.RWMutex
 	families map[string]*family
 	count    int
+	bytes    int64 // the estimate of all series
 	// gen changes whenever the set of metric names or of label names per
 	// metric changes (not on value updates); discovery caches on it.
 	gen uint64
@@ -146,6 +177,37 @@ func NewStore(clk clock.PassiveClock, ttl time.Duration, maxSeries int) *Store {
 		seed:      maphash.MakeSeed(),
 		families:  map[string]*family{},
 	}
+}
+
+// SetMaxBytes bounds the byte estimate of all stored series (0: no bound);
+// pushes beyond it are refused with ErrStoreFull. Call it before use.
+func (s *Store) SetMaxBytes(n int64) { s.maxBytes = n }
+
+// Bytes is the byte estimate of the stored series.
+func (s *Store) Bytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.bytes
+}
+
+// checkSeries applies the per-series limits of the push formats, so a
+// sample that reaches the store by another path is bounded as well.
+func checkSeries(smp *providers.Sample) error {
+	if len(smp.Name) > pushformat.MaxNameLen {
+		return fmt.Errorf("metric name longer than %d bytes", pushformat.MaxNameLen)
+	}
+	if len(smp.Labels) > pushformat.MaxLabels {
+		return fmt.Errorf("%d labels, more than %d", len(smp.Labels), pushformat.MaxLabels)
+	}
+	for k, v := range smp.Labels {
+		if len(k) > pushformat.MaxNameLen {
+			return fmt.Errorf("label name longer than %d bytes", pushformat.MaxNameLen)
+		}
+		if len(v) > pushformat.MaxLabelValueLen {
+			return fmt.Errorf("label %s: value longer than %d bytes", k, pushformat.MaxLabelValueLen)
+		}
+	}
+	return nil
 }
 
 // point is one sample ready to store.
@@ -234,6 +296,13 @@ func (s *Store) CheckAppend(samples []providers.Sample) error {
 func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, error) {
 	pts := make([]point, len(samples))
 	for i, smp := range samples {
+		if err := checkSeries(&smp); err != nil {
+			name := smp.Name
+			if len(name) > 64 {
+				name = name[:64] + "..."
+			}
+			return nil, fmt.Errorf("sample %d (%s): %w", i, name, err)
+		}
 		if !pushformat.ValueFits(smp.Value) {
 			return nil, fmt.Errorf("sample %d (%s%s): value %v is out of range: it must be finite and its milli-value must fit an int64 (|value| < 9.223372036854775e15)", i, smp.Name, sampleLabels(smp.Labels), smp.Value)
 		}
@@ -250,13 +319,14 @@ func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, erro
 	return pts, nil
 }
 
-// checkRoom refuses points whose new series would exceed the limit; the
-// caller holds the lock.
+// checkRoom refuses points whose new series would exceed the series limit
+// or the byte budget; the caller holds the lock.
 func (s *Store) checkRoom(pts []point) error {
-	if s.maxSeries <= 0 {
+	if s.maxSeries <= 0 && s.maxBytes <= 0 {
 		return nil
 	}
 	added := 0
+	var addedBytes int64
 	seenNew := map[string]map[uint64]bool{}
 	for i := range pts {
 		p := &pts[i]
@@ -269,10 +339,14 @@ func (s *Store) checkRoom(pts []point) error {
 		if !seenNew[p.name][p.hash] {
 			seenNew[p.name][p.hash] = true
 			added++
+			addedBytes += estimateLabels(p.name, p.labels)
 		}
 	}
-	if s.count+added > s.maxSeries {
+	if s.maxSeries > 0 && s.count+added > s.maxSeries {
 		return fmt.Errorf("%w: %d stored + %d new > %d", ErrStoreFull, s.count, added, s.maxSeries)
+	}
+	if s.maxBytes > 0 && s.bytes+addedBytes > s.maxBytes {
+		return fmt.Errorf("%w: byte budget: %d bytes stored + %d new > %d (estimated; maxBytes)", ErrStoreFull, s.bytes, addedBytes, s.maxBytes)
 	}
 	return nil
 }
@@ -300,6 +374,7 @@ func (s *Store) put(p *point, now int64) {
 		}
 	}
 	s.count++
+	s.bytes += estimateLabels(p.name, sr.labels)
 }
 
 // remove deletes sr from f; the caller holds the write lock.
@@ -332,6 +407,7 @@ func (s *Store) remove(f *family, sr *series) {
 		}
 	}
 	s.count--
+	s.bytes -= estimateLabels(f.name, sr.labels)
 	if len(f.list) == 0 {
 		delete(s.families, f.name)
 		s.gen++

@@ -2,8 +2,10 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/pushformat"
 )
 
 // seriesSamples makes n realistic series: 100 metrics over 20 namespaces,
@@ -154,4 +157,93 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "samples/s")
+}
+
+// capSample is a series at the label caps: MaxLabels labels whose names
+// and values are as long as allowed, all distinct (nothing interned twice).
+func capSample(i int) providers.Sample {
+	lbls := make(map[string]string, pushformat.MaxLabels)
+	for j := range pushformat.MaxLabels {
+		name := fmt.Sprintf("l%02d_%s", j, strings.Repeat("n", pushformat.MaxNameLen-4))
+		lbls[name] = fmt.Sprintf("%08d-%02d-%s", i, j, strings.Repeat("v", pushformat.MaxLabelValueLen-12))
+	}
+	return providers.Sample{Name: "cap", Labels: lbls, Value: 1}
+}
+
+// TestStoreLimits: the store bounds what one series may carry and the bytes
+// all series take, not only their count.
+func TestStoreLimits(t *testing.T) {
+	t.Parallel()
+	many := map[string]string{}
+	for i := range pushformat.MaxLabels + 1 {
+		many[fmt.Sprintf("l%d", i)] = "x"
+	}
+	tests := []struct {
+		name   string
+		sample providers.Sample
+		want   string
+	}{
+		{"too many labels", providers.Sample{Name: "m", Labels: many, Value: 1}, "labels, more than"},
+		{"long label name", providers.Sample{Name: "m", Labels: map[string]string{strings.Repeat("n", pushformat.MaxNameLen+1): "x"}, Value: 1}, "label name longer than"},
+		{"long label value", providers.Sample{Name: "m", Labels: map[string]string{"a": strings.Repeat("v", pushformat.MaxLabelValueLen+1)}, Value: 1}, "value longer than"},
+		{"long metric name", providers.Sample{Name: strings.Repeat("m", pushformat.MaxNameLen+1), Value: 1}, "metric name longer than"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := NewStore(clocktesting.NewFakeClock(t0), time.Hour, 0)
+			if err := s.Append([]providers.Sample{tc.sample}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Append = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("byte budget", func(t *testing.T) {
+		t.Parallel()
+		s := NewStore(clocktesting.NewFakeClock(t0), time.Hour, 0)
+		s.SetMaxBytes(3 * estimateBytes(capSample(0).Name, capSample(0).Labels))
+		if err := s.Append([]providers.Sample{capSample(0), capSample(1), capSample(2)}); err != nil {
+			t.Fatalf("three series within the budget: %v", err)
+		}
+		err := s.Append([]providers.Sample{capSample(3)})
+		if !errors.Is(err, ErrStoreFull) || !strings.Contains(err.Error(), "bytes") {
+			t.Errorf("a series over the byte budget: %v, want ErrStoreFull naming bytes", err)
+		}
+		if err := s.Append([]providers.Sample{capSample(1)}); err != nil {
+			t.Errorf("an update needs no room: %v", err)
+		}
+		if s.Len() != 3 {
+			t.Errorf("stored %d series", s.Len())
+		}
+	})
+}
+
+// BenchmarkBytesPerSeriesAtCaps measures the heap a series at the label
+// caps takes, against the store's estimate (which the byte budget counts).
+func BenchmarkBytesPerSeriesAtCaps(b *testing.B) {
+	const n = 2000
+	samples := make([]providers.Sample, n)
+	for i := range samples {
+		samples[i] = capSample(i)
+	}
+	var measured float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := NewStore(clocktesting.NewFakeClock(t0), time.Hour, 0)
+		for i := 0; i < n; i += 100 {
+			if err := s.Append(samples[i : i+100]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(s)
+		measured = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	}
+	runtime.KeepAlive(samples)
+	b.ReportMetric(measured, "bytes/series")
+	b.ReportMetric(float64(estimateBytes(samples[0].Name, samples[0].Labels)), "estimated-bytes/series")
+	b.ReportMetric(float64(DefaultMaxBytes)/float64(estimateBytes(samples[0].Name, samples[0].Labels)), "series-at-default-budget")
 }
