@@ -10,6 +10,8 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/metricscale/metricscale/autoscaler/arith"
 )
 
 // Clock returns the time of each reading. Within one reconcile every reading
@@ -95,7 +97,7 @@ func (h *History) Stabilize(desired int32, window time.Duration, now Clock) int3
 // scale-up cap of max(2×current, 4). Upstream's cap wraps above 2^30
 // replicas; upstream selects that arithmetic.
 func ClampWithoutBehavior(current, desired, minReplicas, maxReplicas int32, upstream bool) Limit {
-	upLimit := toInt32(math.Max(2.0*float64(current), 4.0), upstream)
+	upLimit := arith.ToInt32(math.Max(2.0*float64(current), 4.0), upstream)
 	maxAllowed, reason, message := maxReplicas, "TooManyReplicas", "the desired replica count is more than the maximum replica count"
 	if maxReplicas > upLimit {
 		maxAllowed, reason, message = upLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
@@ -121,20 +123,6 @@ type Rules struct {
 	// wrapping on overflow (a Pods value near 2^31 then blocks every
 	// scale-up); off, they are computed exactly and saturate.
 	UpstreamArithmetic bool
-}
-
-// toInt32 converts a whole-valued float: saturating, or as upstream's
-// int32(…), which is MinInt32 out of range on amd64.
-func toInt32(f float64, upstream bool) int32 {
-	if !upstream {
-		switch {
-		case f >= math.MaxInt32:
-			return math.MaxInt32
-		case f <= math.MinInt32:
-			return math.MinInt32
-		}
-	}
-	return int32(f)
 }
 
 // clamp32 saturates an exact int64 result to int32.
@@ -267,7 +255,7 @@ func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRul
 			}
 		case autoscalingv2.PercentScalingPolicy:
 			// Rounded up, or a small target could never grow.
-			proposed = toInt32(math.Ceil(float64(start)*(1+float64(p.Value)/100)), upstream)
+			proposed = arith.ToInt32(math.Ceil(float64(start)*(1+float64(p.Value)/100)), upstream)
 		}
 		result = pick(result, proposed)
 	}
@@ -296,7 +284,7 @@ func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingR
 				proposed = clamp32(start - int64(p.Value))
 			}
 		case autoscalingv2.PercentScalingPolicy:
-			proposed = toInt32(math.Trunc(float64(start)*(1-float64(p.Value)/100)), upstream)
+			proposed = arith.ToInt32(math.Trunc(float64(start)*(1-float64(p.Value)/100)), upstream)
 		}
 		result = pick(result, proposed)
 	}

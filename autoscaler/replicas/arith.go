@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+
+	"github.com/metricscale/metricscale/autoscaler/arith"
 )
 
 // The arithmetic where this package deviates from upstream (see the
@@ -15,17 +17,7 @@ import (
 // identical results whenever nothing overflows.
 
 // count converts a whole-valued float proposal to int32.
-func (c *Calculator) count(f float64) int32 {
-	if !c.UpstreamArithmetic {
-		switch {
-		case f >= math.MaxInt32:
-			return math.MaxInt32
-		case f <= math.MinInt32:
-			return math.MinInt32
-		}
-	}
-	return int32(f)
-}
+func (c *Calculator) count(f float64) int32 { return arith.ToInt32(f, c.UpstreamArithmetic) }
 
 // ceil64 converts a float average to int64, rounding up.
 func (c *Calculator) ceil64(f float64) int64 {
