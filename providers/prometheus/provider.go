@@ -298,10 +298,26 @@ func vectorOf(v pmodel.Value) (pmodel.Vector, error) {
 	return nil, fmt.Errorf("unexpected result type %s (want a vector)", v.Type())
 }
 
-// objectValues maps a custom query's result to object names through the
-// resource label; with several samples for one object the last wins, as in
-// prometheus-adapter.
-func objectValues(vec pmodel.Vector, label string) map[string]*pmodel.Sample {
+// objectValues runs a custom rule's query for the named objects and maps
+// its result to object names through the resource label; with several
+// samples for one object the last wins, as in prometheus-adapter.
+func (p *Provider) objectValues(ctx context.Context, e rules.Entry, res *naming.Resource, ns, metric string, metricSelector labels.Selector, names ...string) (map[string]*pmodel.Sample, error) {
+	q, err := e.Rule.Query(e.Series, res.GR, ns, metricSelector, names...)
+	if err != nil {
+		return nil, p.queryError(e, metric, metricSelector, err)
+	}
+	v, err := p.run(ctx, metric, q)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := vectorOf(v)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
+	}
+	label, err := e.Rule.Converter().LabelForResource(res.GR)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, metric, err))
+	}
 	out := make(map[string]*pmodel.Sample, len(vec))
 	for _, s := range vec {
 		if s == nil {
@@ -309,7 +325,7 @@ func objectValues(vec pmodel.Vector, label string) map[string]*pmodel.Sample {
 		}
 		out[string(s.Metric[pmodel.LabelName(label)])] = s
 	}
-	return out
+	return out, nil
 }
 
 // GetMetricByName implements providers.CustomProvider.
@@ -322,23 +338,11 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if !res.Namespaced || res.IsNamespace() {
 		ns = ""
 	}
-	q, err := e.Rule.Query(e.Series, res.GR, ns, metricSelector, name.Name)
-	if err != nil {
-		return nil, p.queryError(e, info.Metric, metricSelector, err)
-	}
-	v, err := p.run(ctx, info.Metric, q)
+	values, err := p.objectValues(ctx, e, res, ns, info.Metric, metricSelector, name.Name)
 	if err != nil {
 		return nil, err
 	}
-	vec, err := vectorOf(v)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
-	}
-	label, err := e.Rule.Converter().LabelForResource(res.GR)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, info.Metric, err))
-	}
-	s, ok := objectValues(vec, label)[name.Name]
+	s, ok := values[name.Name]
 	if !ok {
 		object := name.Name
 		if ns != "" {
@@ -384,23 +388,10 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	}
 	names = append([]string(nil), names...)
 	sort.Strings(names)
-	q, err := e.Rule.Query(e.Series, res.GR, ns, metricSelector, names...)
-	if err != nil {
-		return nil, p.queryError(e, info.Metric, metricSelector, err)
-	}
-	v, err := p.run(ctx, info.Metric, q)
+	values, err := p.objectValues(ctx, e, res, ns, info.Metric, metricSelector, names...)
 	if err != nil {
 		return nil, err
 	}
-	vec, err := vectorOf(v)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
-	}
-	label, err := e.Rule.Converter().LabelForResource(res.GR)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, info.Metric, err))
-	}
-	values := objectValues(vec, label)
 	out := &custom_metrics.MetricValueList{}
 	for _, n := range names {
 		if s, ok := values[n]; ok {
