@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,10 +67,6 @@ func BenchmarkExternalQuery(b *testing.B) {
 		b.Fatalf("push: %d %s %v", code, msg, err)
 	}
 
-	clients := make([]*testenv.Client, benchClients)
-	for i := range clients {
-		clients[i] = a.NewClient(a.SecurePort, testenv.HPAToken, nil)
-	}
 	// Like 100 HPAs, each asking for its own metric and selector: the
 	// adapter's delegated authorizer caches one SubjectAccessReview per
 	// distinct request (the label selector is part of it), as in a cluster.
@@ -81,53 +75,8 @@ func BenchmarkExternalQuery(b *testing.B) {
 		return fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth_%d?labelSelector=%s",
 			q%benchMetrics, url.QueryEscape(fmt.Sprintf("queue=queue-%d", (q*37)%(benchSeries/benchMetrics))))
 	}
-	// warm up: connections, token and access review caches
-	for i := 0; i < benchQueries; i++ {
-		c := clients[i%benchClients]
-		if code, body, err := c.Get(ctx, path(i)); err != nil || code != 200 {
-			b.Fatalf("warm-up query: %d %s %v", code, body, err)
-		}
-	}
-
-	latencies := make([][]time.Duration, benchClients)
-	var wg sync.WaitGroup
-	var failed sync.Once
-	var failure error
-	b.ResetTimer()
-	start := time.Now()
-	for w := 0; w < benchClients; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < b.N; i += benchClients {
-				t0 := time.Now()
-				code, body, err := clients[w].Get(ctx, path(i))
-				latencies[w] = append(latencies[w], time.Since(t0))
-				if err != nil || code != 200 {
-					failed.Do(func() { failure = fmt.Errorf("query %d: %d %s %v", i, code, body, err) })
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failure != nil {
-		b.Fatal(failure)
-	}
-	var all []time.Duration
-	for _, l := range latencies {
-		all = append(all, l...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(float64(len(all))*p))] }
-	qps := float64(len(all)) / elapsed.Seconds()
-	b.ReportMetric(qps, "queries/s")
-	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-ms")
-	b.Logf("%d queries, %d clients, %d series: %.0f queries/s, p50 %s, p99 %s (TokenReviews %d, SubjectAccessReviews %d)",
-		len(all), benchClients, benchSeries, qps, pct(0.50), pct(0.99), a.Fake.TokenReviews.Load(), a.Fake.AccessReviews.Load())
+	runLoad(ctx, b, a, path, nil)
+	b.Logf("%d series: TokenReviews %d, SubjectAccessReviews %d", benchSeries, a.Fake.TokenReviews.Load(), a.Fake.AccessReviews.Load())
 }
 
 // BenchmarkBytesPerSeries stores 100,000 series in a memory store and
