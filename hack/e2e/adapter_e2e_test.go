@@ -42,6 +42,33 @@ func adapterPush(ctx context.Context, t *testing.T, body string) {
 // adapterRawGet GETs an absolute API path through kube-apiserver (and so the
 // aggregator) with client's credentials; on an error status the body is the
 // Status the server sent.
+// waitDiscovery waits until the adapter's discovery of gv (an API group
+// version path) lists every name in want.
+func waitDiscovery(t *testing.T, gv string, want []string, every time.Duration) {
+	t.Helper()
+	Eventually(t, 30*time.Second, every, gv+" to list "+strings.Join(want, ", "), func(ctx context.Context) (bool, string, error) {
+		raw, err := adapterRawGet(ctx, cluster.Client, gv, nil)
+		if err != nil {
+			return false, "", err
+		}
+		var rl metav1.APIResourceList
+		if err := json.Unmarshal(raw, &rl); err != nil {
+			return false, string(raw), err
+		}
+		have := map[string]bool{}
+		for _, r := range rl.APIResources {
+			have[r.Name] = true
+		}
+		var missing []string
+		for _, w := range want {
+			if !have[w] {
+				missing = append(missing, w)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d resources, missing %v", len(rl.APIResources), missing), nil
+	})
+}
+
 func adapterRawGet(ctx context.Context, client kubernetes.Interface, path string, params map[string]string) ([]byte, error) {
 	req := client.CoreV1().RESTClient().Get().AbsPath(path)
 	for k, v := range params {
@@ -127,26 +154,7 @@ func TestAdapter(t *testing.T) {
 			if strings.Contains(gv, "external") {
 				wantNames = []string{"e2e_inflight", "e2e_requests", "e2e_queue_depth", discoveryMetric}
 			}
-			Eventually(t, 30*time.Second, time.Second, gv+" to list "+strings.Join(wantNames, ", "), func(ctx context.Context) (bool, string, error) {
-				raw, err := adapterRawGet(ctx, cluster.Client, gv, nil)
-				if err != nil {
-					return false, "", err
-				}
-				var rl metav1.APIResourceList
-				if err := json.Unmarshal(raw, &rl); err != nil {
-					return false, string(raw), err
-				}
-				have := map[string]bool{}
-				for _, r := range rl.APIResources {
-					have[r.Name] = true
-				}
-				for _, w := range wantNames {
-					if !have[w] {
-						return false, fmt.Sprintf("%d resources, no %s", len(rl.APIResources), w), nil
-					}
-				}
-				return true, "", nil
-			})
+			waitDiscovery(t, gv, wantNames, time.Second)
 		}
 	})
 

@@ -125,27 +125,7 @@ app_requests{namespace=%[1]q,deployment="web"} 42.5
 				"deployments.apps/" + promAppRequestsMetric, "namespaces/" + promAppRequestsMetric, "namespaces/" + pushedMetric},
 			"/apis/external.metrics.k8s.io/v1beta1": {promQueueMetric, promClusterQueueMetric, pushedMetric},
 		} {
-			Eventually(t, 30*time.Second, 500*time.Millisecond, gv+" to list "+strings.Join(want, ", "), func(ctx context.Context) (bool, string, error) {
-				raw, err := adapterRawGet(ctx, cluster.Client, gv, nil)
-				if err != nil {
-					return false, "", err
-				}
-				var rl metav1.APIResourceList
-				if err := json.Unmarshal(raw, &rl); err != nil {
-					return false, string(raw), err
-				}
-				have := map[string]bool{}
-				for _, r := range rl.APIResources {
-					have[r.Name] = true
-				}
-				var missing []string
-				for _, w := range want {
-					if !have[w] {
-						missing = append(missing, w)
-					}
-				}
-				return len(missing) == 0, fmt.Sprintf("%d resources, missing %v", len(rl.APIResources), missing), nil
-			})
+			waitDiscovery(t, gv, want, 500*time.Millisecond)
 		}
 	})
 

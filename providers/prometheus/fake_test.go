@@ -21,6 +21,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/naming"
+	"github.com/metricscale/metricscale/providers/providertest"
 )
 
 // sample is one series of a fake query result.
@@ -155,17 +156,7 @@ func (o *objectLister) ListNames(_ context.Context, gr schema.GroupResource, ns 
 	return out, nil
 }
 
-func testMapper() apimeta.RESTMapper {
-	core := schema.GroupVersion{Version: "v1"}
-	apps := schema.GroupVersion{Group: "apps", Version: "v1"}
-	m := apimeta.NewDefaultRESTMapper([]schema.GroupVersion{core, apps})
-	m.Add(core.WithKind("Pod"), apimeta.RESTScopeNamespace)
-	m.Add(core.WithKind("Service"), apimeta.RESTScopeNamespace)
-	m.Add(core.WithKind("Node"), apimeta.RESTScopeRoot)
-	m.Add(core.WithKind("Namespace"), apimeta.RESTScopeRoot)
-	m.Add(apps.WithKind("Deployment"), apimeta.RESTScopeNamespace)
-	return m
-}
+func testMapper() apimeta.RESTMapper { return providertest.Mapper() }
 
 // testRules: a pods rule (overrides), a template rule, external rules, and
 // resource rules; close to prometheus-adapter's documented examples.
