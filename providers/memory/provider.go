@@ -64,12 +64,11 @@ const (
 	DefaultMaxExternalItems = 10_000
 )
 
-// how long label-to-resource and discovery answers are reused.
-const mappingCacheTTL = 30 * time.Second
+// how long the discovery lists are reused while the store's metric and
+// label names do not change (resources are resolved by naming.Resolver).
+const discoveryTTL = 30 * time.Second
 
 var namespaceLabel = unique.Make("namespace")
-
-var namespacesGR = schema.GroupResource{Resource: "namespaces"}
 
 // Options are the provider's config options (providers[].options).
 type Options struct {
@@ -623,7 +622,7 @@ func (p *Provider) refreshDiscovery() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gen := p.store.generation()
-	if p.disc.valid && p.disc.gen == gen && now.Sub(p.disc.at) < mappingCacheTTL {
+	if p.disc.valid && p.disc.gen == gen && now.Sub(p.disc.at) < discoveryTTL {
 		return
 	}
 	fams, gen := p.store.snapshot()

@@ -580,3 +580,5 @@ func TestMaxExternalItems(t *testing.T) {
 		t.Errorf("defaults not applied: maxExternalItems %d maxBytes %d", dp.maxExternalItems, dp.store.maxBytes)
 	}
 }
+
+var namespacesGR = schema.GroupResource{Resource: "namespaces"}
