@@ -1,0 +1,110 @@
+package ondemand
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Loader caches one value (or error) per key for a TTL and runs at most one
+// load per key at a time: callers that arrive during a load wait for it.
+// Backends use it to share one broker call between metrics that read the
+// same thing (RabbitMQ's queue list serves ready, unacked and consumers).
+type Loader[T any] struct {
+	ttl     time.Duration
+	timeout time.Duration
+	clock   clock.PassiveClock
+
+	mu      sync.Mutex
+	entries map[string]*entry[T]
+}
+
+type entry[T any] struct {
+	done    chan struct{} // closed when the load ended
+	val     T
+	err     error
+	expires time.Time
+}
+
+// NewLoader returns a loader caching for ttl (0: no cache, coalescing only);
+// a load whose first caller has no deadline is bounded by timeout (0: 10s).
+func NewLoader[T any](ttl, timeout time.Duration, clk clock.PassiveClock) *Loader[T] {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &Loader[T]{ttl: ttl, timeout: timeout, clock: clk, entries: map[string]*entry[T]{}}
+}
+
+// Get returns key's cached value, joins a load in progress, or starts one.
+// The load runs detached from the caller's cancellation (a caller that
+// gives up must not fail the others) but keeps its deadline, so it ends
+// soon after the slowest caller would have stopped waiting.
+func (l *Loader[T]) Get(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
+	return l.GetTTL(ctx, key, l.ttl, load)
+}
+
+// GetTTL is Get with the TTL of this key's next load.
+func (l *Loader[T]) GetTTL(ctx context.Context, key string, ttl time.Duration, load func(context.Context) (T, error)) (T, error) {
+	l.mu.Lock()
+	e := l.entries[key]
+	if e != nil {
+		select {
+		case <-e.done:
+			if !l.clock.Now().Before(e.expires) {
+				e = nil
+			}
+		default: // a load is running: join it
+		}
+	}
+	if e == nil {
+		e = &entry[T]{done: make(chan struct{})}
+		l.entries[key] = e
+		lctx, cancel := l.loadContext(ctx)
+		go func() {
+			defer cancel()
+			v, err := load(lctx)
+			l.mu.Lock()
+			e.val, e.err = v, err
+			e.expires = l.clock.Now().Add(ttl)
+			if ttl <= 0 && l.entries[key] == e {
+				delete(l.entries, key)
+			}
+			l.mu.Unlock()
+			close(e.done)
+		}()
+	}
+	l.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.val, e.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (l *Loader[T]) loadContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(detached, dl)
+	}
+	return context.WithTimeout(detached, l.timeout)
+}
+
+// Forget drops key's cached value, so the next Get loads.
+func (l *Loader[T]) Forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e != nil {
+		select {
+		case <-e.done:
+			delete(l.entries, key)
+		default:
+		}
+	}
+}

@@ -1,0 +1,276 @@
+// Package ondemand is what every polling backend (queue brokers, SQL)
+// shares: external metrics read from the backend when a query asks for them,
+// cached per metric for a short TTL, concurrent reads of one metric
+// coalesced into one backend call, label selectors and namespaces applied
+// in the adapter. A backend package only says how to read each configured
+// metric (Metric.Read); this package makes it an ExternalProvider.
+//
+// What a caller gets, whatever the backend:
+//   - discovery lists the configured metrics and never touches the backend;
+//   - a thousand queries of one metric within the TTL cost one backend call;
+//   - a failed read is a 503 naming the provider and the backend's reason,
+//     cached for the TTL like a value (a down broker is not hammered), and
+//     never replaced by an older value;
+//   - a read bounded by the query's context, or by Options.Timeout when the
+//     context has none, so a hung backend costs one goroutine for at most
+//     that long.
+package ondemand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers"
+)
+
+// NamespaceLabel scopes a series to a namespace, as in the memory provider:
+// a series with it is visible only from that namespace, one without it from
+// every namespace.
+const NamespaceLabel = "namespace"
+
+// Series is one series of a metric as read from the backend.
+type Series struct {
+	// Labels identify what the series measures ("queue": "orders").
+	Labels map[string]string
+	// Value must be finite.
+	Value float64
+}
+
+// Metric is one configured external metric.
+type Metric struct {
+	// Name is the external metric name the API serves.
+	Name string
+	// Namespace, when set, scopes every series of the metric to it (it is
+	// added as the "namespace" label, replacing any read from the backend).
+	Namespace string
+	// Labels are added to every series (after the backend's own).
+	Labels map[string]string
+	// CacheTTL overrides Options.CacheTTL for this metric.
+	CacheTTL *time.Duration
+	// Read returns every series of the metric. It must honour ctx. An
+	// empty answer is a valid reading (no queue matches); the query then
+	// gets a 404 naming the metric.
+	Read func(ctx context.Context) ([]Series, error)
+}
+
+// Options tune a Provider.
+type Options struct {
+	// CacheTTL is how long a reading (or a failed read) answers queries; 0
+	// means every query reads, though concurrent ones still share a call.
+	CacheTTL time.Duration
+	// Timeout bounds a read whose query context has no deadline.
+	Timeout time.Duration
+	// MaxItems bounds the series of one answer (a 400 above it); 0 means
+	// 10,000, the memory provider's default.
+	MaxItems int
+	// Clock stamps readings; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// DefaultMaxItems is Options.MaxItems when unset.
+const DefaultMaxItems = 10000
+
+// Provider serves configured metrics read on demand from one backend.
+type Provider struct {
+	name     string
+	metrics  map[string]*Metric
+	infos    []providers.ExternalMetricInfo
+	maxItems int
+	ttl      time.Duration
+	clock    clock.PassiveClock
+	readings *Loader[reading]
+
+	mu      sync.Mutex
+	lastErr error
+	lastAt  time.Time
+	calls   atomic.Uint64
+}
+
+type reading struct {
+	series []Series
+	at     time.Time
+}
+
+// New builds a provider named name serving metrics.
+func New(name string, metrics []Metric, opts Options) (*Provider, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.MaxItems <= 0 {
+		opts.MaxItems = DefaultMaxItems
+	}
+	p := &Provider{
+		name:     name,
+		metrics:  make(map[string]*Metric, len(metrics)),
+		maxItems: opts.MaxItems,
+		ttl:      opts.CacheTTL,
+		clock:    opts.Clock,
+		readings: NewLoader[reading](opts.CacheTTL, opts.Timeout, opts.Clock),
+	}
+	for i := range metrics {
+		m := metrics[i]
+		switch {
+		case m.Name == "":
+			return nil, fmt.Errorf("metrics[%d]: name is empty", i)
+		case m.Read == nil:
+			return nil, fmt.Errorf("metrics[%d] (%s): no read function", i, m.Name)
+		case p.metrics[m.Name] != nil:
+			return nil, fmt.Errorf("metrics[%d]: metric %q is configured twice", i, m.Name)
+		}
+		p.metrics[m.Name] = &m
+		p.infos = append(p.infos, providers.ExternalMetricInfo{Metric: m.Name})
+	}
+	sort.Slice(p.infos, func(i, j int) bool { return p.infos[i].Metric < p.infos[j].Metric })
+	return p, nil
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return p.name }
+
+// ListAllExternalMetrics implements providers.ExternalProvider from the
+// configuration alone.
+func (p *Provider) ListAllExternalMetrics() []providers.ExternalMetricInfo {
+	return append([]providers.ExternalMetricInfo(nil), p.infos...)
+}
+
+// GetExternalMetric implements providers.ExternalProvider.
+func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	m := p.metrics[info.Metric]
+	if m == nil {
+		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
+	}
+	ttl := p.ttl
+	if m.CacheTTL != nil {
+		ttl = *m.CacheTTL
+	}
+	r, err := p.readings.GetTTL(ctx, m.Name, ttl, func(ctx context.Context) (reading, error) {
+		p.calls.Add(1)
+		s, err := m.Read(ctx)
+		p.record(err)
+		return reading{series: s, at: p.clock.Now()}, err
+	})
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (reading %s: %v)", ctx.Err(), m.Name, err)
+		}
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("reading %s: %w", m.Name, err))
+	}
+	sel := metricSelector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	out := &external_metrics.ExternalMetricValueList{}
+	ts := metav1.NewTime(r.at)
+	for _, s := range r.series {
+		lbls := m.seriesLabels(s)
+		if ns, ok := lbls[NamespaceLabel]; ok && ns != namespace {
+			continue
+		}
+		if !sel.Matches(labels.Set(lbls)) {
+			continue
+		}
+		what := func() string { return describe(namespace, sel) }
+		if len(out.Items) >= p.maxItems {
+			return nil, providers.NewTooManyItems(m.Name, what(), p.maxItems)
+		}
+		out.Items = append(out.Items, external_metrics.ExternalMetricValue{
+			MetricName:   m.Name,
+			MetricLabels: lbls,
+			Timestamp:    ts,
+			Value:        providers.Quantity(s.Value),
+		})
+	}
+	if len(out.Items) == 0 {
+		return nil, providers.NewNoValue(m.Name, describe(namespace, sel))
+	}
+	sort.Slice(out.Items, func(i, j int) bool {
+		return labels.Set(out.Items[i].MetricLabels).String() < labels.Set(out.Items[j].MetricLabels).String()
+	})
+	return out, nil
+}
+
+func describe(namespace string, sel labels.Selector) string {
+	what := fmt.Sprintf("namespace %q", namespace)
+	if !sel.Empty() {
+		what += fmt.Sprintf(" with selector %q", sel.String())
+	}
+	return what
+}
+
+// seriesLabels is a fresh map: the backend's labels, the metric's static
+// labels, then its namespace.
+func (m *Metric) seriesLabels(s Series) map[string]string {
+	out := make(map[string]string, len(s.Labels)+len(m.Labels)+1)
+	for k, v := range s.Labels {
+		out[k] = v
+	}
+	for k, v := range m.Labels {
+		out[k] = v
+	}
+	if m.Namespace != "" {
+		out[NamespaceLabel] = m.Namespace
+	}
+	return out
+}
+
+func (p *Provider) record(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastErr, p.lastAt = err, p.clock.Now()
+}
+
+// Health is the result of the last backend read: nil before the first one
+// and after a successful one.
+func (p *Provider) Health() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lastErr != nil {
+		return fmt.Errorf("last read at %s failed: %w", p.lastAt.UTC().Format(time.RFC3339), p.lastErr)
+	}
+	return nil
+}
+
+// BackendCalls is the number of reads that reached the backend.
+func (p *Provider) BackendCalls() uint64 { return p.calls.Load() }
+
+// Redact removes secret from a backend's error message, which some clients
+// build from the connection URL.
+func Redact(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	changed := false
+	for _, s := range secrets {
+		if s != "" && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "REDACTED")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return redacted{msg: msg, cause: err}
+}
+
+type redacted struct {
+	msg   string
+	cause error
+}
+
+func (r redacted) Error() string { return r.msg }
+
+// Is keeps errors.Is working for context errors without exposing the text.
+func (r redacted) Is(target error) bool { return errors.Is(r.cause, target) }
