@@ -2,7 +2,7 @@
 # hack/cluster.sh — a local Kubernetes control plane for metricscale, without Docker.
 #
 #   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller]
-#                      [--kubernetes-only] [--no-prometheus] [--dir DIR]
+#                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--dir DIR]
 #   hack/cluster.sh down [--purge] [--dir DIR]
 #   hack/cluster.sh status [--dir DIR]
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
@@ -12,6 +12,9 @@
 #   hack/cluster.sh stop-prometheus            # stop only Prometheus (an outage, for e2e tests)
 #   hack/cluster.sh start-prometheus           # start it again, with the same data
 #   hack/cluster.sh install-prometheus         # install Debian's prometheus package if missing
+#   hack/cluster.sh install-backends           # install (or build) every queue backend's server
+#   hack/cluster.sh stop-backend NAME          # stop one queue backend (an outage, for e2e tests)
+#   hack/cluster.sh start-backend NAME         # start it again, with the same data
 #
 # `up` builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
 # and metrics-server once (Go modules under hack/cluster/build, cached in
@@ -23,6 +26,9 @@
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
 # (its memory provider for pushes, a prometheus provider for the prom_* metrics).
+# Unless --no-backends, it also runs the queue backends of hack/backends (one NAME.sh per
+# server: redis, rabbitmq, postgresql, nats, kafka via kfake), each on its fixed 127.0.0.1
+# port, and adds each one's provider (hack/backends/NAME.yaml) to the adapter's config.
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
@@ -53,6 +59,7 @@ PROMETHEUS_PORT=9090
 EXPORTER_PORT=9105
 
 PROMETHEUS_BIN=${METRICSCALE_PROMETHEUS_BIN:-/usr/bin/prometheus}
+BACKENDS_DIR=$REPO_ROOT/hack/backends
 
 # Every component `up` may start; `status` lists them in this order, `down` stops them in
 # the reverse order. (Prometheus starts first, to become ready while the others start.)
@@ -96,6 +103,8 @@ HPA_SYNC_PERIOD=15s
 HPA_CONTROLLER=true
 KUBERNETES_ONLY=false
 PROMETHEUS=true
+BACKENDS=true
+RUNNING_BACKENDS=()
 PURGE=false
 PASSTHROUGH=()
 EXPLICIT=" " # flags given on the command line, to compare with a running cluster
@@ -103,7 +112,7 @@ EXPLICIT=" " # flags given on the command line, to compare with a running cluste
 need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value"; }
 while [[ $# -gt 0 ]]; do
   arg=$1
-  if [[ $CMD == kubectl && $arg != --dir && $arg != --dir=* ]]; then
+  if [[ ($CMD == kubectl || $CMD == *-backend) && $arg != --* ]] || [[ $CMD == kubectl && $arg != --dir && $arg != --dir=* ]]; then
     PASSTHROUGH+=("$arg")
     shift
     continue
@@ -116,6 +125,7 @@ while [[ $# -gt 0 ]]; do
     --no-hpa-controller) HPA_CONTROLLER=false; EXPLICIT+="no-hpa-controller "; shift ;;
     --kubernetes-only) KUBERNETES_ONLY=true; EXPLICIT+="kubernetes-only "; shift ;;
     --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
+    --no-backends) BACKENDS=false; EXPLICIT+="no-backends "; shift ;;
     --purge) PURGE=true; shift ;;
     -h | --help) CMD=help; shift ;;
     *) die "unknown argument: $arg (see hack/cluster.sh --help)" ;;
@@ -544,6 +554,7 @@ write_state() {
     printf 'STATE_HPA_CONTROLLER=%q\n' "$HPA_CONTROLLER"
     printf 'STATE_KUBERNETES_ONLY=%q\n' "$KUBERNETES_ONLY"
     printf 'STATE_PROMETHEUS=%q\n' "$PROMETHEUS"
+    printf 'STATE_BACKENDS=%q\n' "${RUNNING_BACKENDS[*]}"
     printf 'STATE_COMPONENTS=%q\n' "$1"
     printf 'STATE_STARTED_AT=%q\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf 'STATE_REPO_ROOT=%q\n' "$REPO_ROOT"
@@ -727,6 +738,10 @@ cmd_up() {
   [[ $with_adapter == true ]] && components+=(metricscale-adapter)
   [[ $with_autoscaler == true ]] && components+=(metricscale-autoscaler)
   [[ $PROMETHEUS == true ]] && components+=(exporter prometheus)
+  # The queue backends feed the adapter's config, which exists only with Prometheus.
+  if [[ $BACKENDS == true && $PROMETHEUS == true && $with_adapter == true ]]; then
+    mapfile -t RUNNING_BACKENDS < <(backend_names)
+  fi
   # The state is written before anything starts, so that `down` finds what a failed
   # or interrupted `up` left behind.
   write_state "${components[*]}"
@@ -842,6 +857,13 @@ cmd_up() {
     "${KC[@]}" get serviceaccount default --namespace default
   phase_end "usable"
 
+  if [[ ${#RUNNING_BACKENDS[@]} -gt 0 ]]; then
+    phase_begin "start the queue backends (${RUNNING_BACKENDS[*]})"
+    local b
+    for b in "${RUNNING_BACKENDS[@]}"; do backend "$b" start; done
+    phase_end "backends"
+  fi
+
   if [[ $PROMETHEUS == true ]]; then
     phase_begin "wait for exporter and prometheus (first scrape)"
     wait_healthy exporter 30 healthy health exporter
@@ -934,10 +956,12 @@ start_adapter() {
   local config=()
   if [[ $PROMETHEUS == true ]]; then
     [[ -f $REPO_ROOT/hack/adapter-config.yaml ]] || die "hack/adapter-config.yaml is missing"
-    cp "$REPO_ROOT/hack/adapter-config.yaml" "$adapter_dir/config.yaml.tmp"
+    local fragments=() b
+    for b in "${RUNNING_BACKENDS[@]}"; do fragments+=("$BACKENDS_DIR/$b.yaml"); done
+    merge_adapter_config "$REPO_ROOT/hack/adapter-config.yaml" "${fragments[@]}" >"$adapter_dir/config.yaml.tmp"
     mv "$adapter_dir/config.yaml.tmp" "$adapter_dir/config.yaml"
     config=(--config="$adapter_dir/config.yaml")
-    log "    adapter config: $adapter_dir/config.yaml (memory + prometheus at 127.0.0.1:$PROMETHEUS_PORT)"
+    log "    adapter config: $adapter_dir/config.yaml (memory + prometheus at 127.0.0.1:$PROMETHEUS_PORT${RUNNING_BACKENDS[*]:+ + ${RUNNING_BACKENDS[*]}})"
   fi
   start metricscale-adapter "$DIR/bin/metricscale-adapter" \
     --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 --cert-dir="$adapter_dir" \
@@ -973,6 +997,12 @@ cmd_down() {
     log "stopping the cluster in $DIR"
     for ((i = ${#ALL_COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${ALL_COMPONENTS[i]}"; done
   fi
+  # Every backend script knows whether its server runs from DIR: stopping one that does not
+  # is a no-op, so a state file lost by a failed `up` leaves nothing behind.
+  local b
+  while read -r b; do
+    [[ -n $b ]] && backend "$b" stop
+  done < <(backend_names)
   # Nothing of ours may be left listening.
   local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT" "$ADAPTER_PORT" "$PUSH_PORT" "$PROMETHEUS_PORT" "$EXPORTER_PORT")
   if [[ $any == true && -x $BIN/clusterutil ]]; then
@@ -1067,6 +1097,67 @@ cmd_env() {
   if alive exporter; then
     echo "export METRICSCALE_EXPORTER_URL=$(sq "http://127.0.0.1:$EXPORTER_PORT")"
   fi
+  local b
+  for b in ${STATE_BACKENDS:-}; do
+    echo "export METRICSCALE_BACKENDS=$(sq "${STATE_BACKENDS:-}")"
+    bash "$BACKENDS_DIR/$b.sh" env "$DIR"
+  done | awk '!seen[$0]++'
+}
+
+# ---------------------------------------------------------------- queue backends
+
+# backend_names — the queue backends: one hack/backends/NAME.sh (with its NAME.yaml) each.
+backend_names() {
+  local f
+  for f in "$BACKENDS_DIR"/*.sh; do
+    [[ -f $f && -f ${f%.sh}.yaml ]] && basename "${f%.sh}"
+  done
+}
+
+# backend NAME start|stop|install — runs hack/backends/NAME.sh for this cluster's folder.
+backend() {
+  local name=$1 action=$2 t0
+  [[ -f $BACKENDS_DIR/$name.sh ]] || die "unknown queue backend '$name' (known: $(backend_names | tr '\n' ' '))"
+  t0=$(now_ms)
+  if [[ $action == install ]]; then
+    bash "$BACKENDS_DIR/$name.sh" install || die "installing the $name backend failed"
+  else
+    bash "$BACKENDS_DIR/$name.sh" "$action" "$DIR" || die "$action of the $name backend failed (logs in $DIR/$name)"
+  fi
+  log "    $name: $action done in $(secs $(($(now_ms) - t0)))"
+}
+
+# merge_adapter_config BASE FRAGMENT... — BASE's top-level settings and providers, then each
+# fragment's providers; each fragment's routes before BASE's (first match wins, and BASE ends
+# with the memory provider's '*' catch-all).
+merge_adapter_config() {
+  awk '
+    FNR == 1 { f++; sect = "" }
+    /^providers:/ { sect = "p"; next }
+    /^routes:/ { sect = "r"; next }
+    /^[^ #-]/ { sect = "o" }
+    sect == "o" && f == 1 { other = other $0 "\n" }
+    sect == "p" { prov[f] = prov[f] $0 "\n" }
+    sect == "r" { rout[f] = rout[f] $0 "\n" }
+    END {
+      printf "%s", other
+      printf "providers:\n"; for (i = 1; i <= f; i++) printf "%s", prov[i]
+      printf "routes:\n"; for (i = 2; i <= f; i++) printf "%s", rout[i]; printf "%s", rout[1]
+    }' "$@"
+}
+
+cmd_backend() {
+  [[ ${#PASSTHROUGH[@]} -eq 1 ]] || die "usage: hack/cluster.sh $CMD NAME"
+  load_state || die "no cluster state in $DIR; start it with: hack/cluster.sh up"
+  [[ " ${STATE_BACKENDS:-} " == *" ${PASSTHROUGH[0]} "* ]] || die "the cluster in $DIR runs no '${PASSTHROUGH[0]}' backend (it runs: ${STATE_BACKENDS:-none})"
+  backend "${PASSTHROUGH[0]}" "${CMD%-backend}"
+}
+
+cmd_install_backends() {
+  local b
+  while read -r b; do
+    [[ -n $b ]] && backend "$b" install
+  done < <(backend_names)
 }
 
 # stop-prometheus and start-prometheus: an outage of Prometheus for the e2e tests. The
@@ -1139,6 +1230,8 @@ case $CMD in
   install-prometheus) install_prometheus ;;
   stop-prometheus) cmd_stop_prometheus ;;
   start-prometheus) cmd_start_prometheus ;;
+  stop-backend | start-backend) cmd_backend ;;
+  install-backends) cmd_install_backends ;;
   build)
     UP_START=$(now_ms)
     phase_begin "build binaries (cache: $BIN)"
