@@ -151,6 +151,15 @@ type ReadinessChecker interface {
 	Ready(ctx context.Context) error
 }
 
+// HealthReporter is implemented by providers that read a backend on demand
+// (queue brokers, SQL): Health is the result of their last backend call. It
+// does not gate /readyz on purpose: the aggregator serves an API group from
+// one adapter, so one broker down must not take every other metric with it.
+// The adapter reports it as metricscale_adapter_provider_up and on /providerz.
+type HealthReporter interface {
+	Health() error
+}
+
 // InMemory is implemented by providers that answer from process memory and
 // never block; the registry calls them directly instead of guarding the
 // call with a goroutine and a timeout.

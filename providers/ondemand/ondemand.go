@@ -274,3 +274,8 @@ func (r redacted) Error() string { return r.msg }
 
 // Is keeps errors.Is working for context errors without exposing the text.
 func (r redacted) Is(target error) bool { return errors.Is(r.cause, target) }
+
+var (
+	_ providers.ExternalProvider = (*Provider)(nil)
+	_ providers.HealthReporter   = (*Provider)(nil)
+)

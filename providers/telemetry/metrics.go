@@ -58,6 +58,14 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider"})
 
+	// ProviderUp is 1 when a provider's last backend call succeeded (or none
+	// was made yet), 0 when it failed; only providers that read on demand.
+	ProviderUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "provider_up",
+		Help:           "1 when the provider's last backend call succeeded or none was made yet, 0 when it failed; for providers that read their backend on demand.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+
 	// PushRequests counts push requests by HTTP status code.
 	PushRequests = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "push_requests_total",
@@ -85,7 +93,7 @@ var once sync.Once
 // Register registers the metrics in the legacy registry; it is idempotent.
 func Register() {
 	once.Do(func() {
-		legacyregistry.MustRegister(Requests, RequestDuration, CacheRequests, BackendErrors, Series, PushRequests, PushForwards, PushedSamples)
+		legacyregistry.MustRegister(Requests, RequestDuration, CacheRequests, BackendErrors, Series, ProviderUp, PushRequests, PushForwards, PushedSamples)
 	})
 }
 
