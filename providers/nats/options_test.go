@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metricscale/metricscale/adapter/config"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/metricscale/metricscale/providers"
 )
 
@@ -109,8 +111,20 @@ func TestBackendsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(data, map[string]providers.Factory{Type: Factory{}})
-	if err != nil {
+	// the adapter config's shape (adapter/config), strictly: a typo fails
+	var cfg struct {
+		Providers []struct {
+			Name    string          `json:"name"`
+			Type    string          `json:"type"`
+			Timeout metav1.Duration `json:"timeout"`
+			Options json.RawMessage `json:"options"`
+		} `json:"providers"`
+		Routes []struct {
+			Metric   string `json:"metric"`
+			Provider string `json:"provider"`
+		} `json:"routes"`
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		t.Fatalf("hack/backends/nats.yaml: %v", err)
 	}
 	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "nats" || cfg.Providers[0].Type != Type {
@@ -119,6 +133,9 @@ func TestBackendsConfig(t *testing.T) {
 	pc := cfg.Providers[0]
 	if pc.Timeout.Duration != 2*time.Second {
 		t.Errorf("timeout %s, want 2s", pc.Timeout.Duration)
+	}
+	if err := (Factory{}).Validate("providers[0].options", pc.Options); err != nil {
+		t.Fatalf("hack/backends/nats.yaml: %v", err)
 	}
 	o, err := parseOptions("options", pc.Options)
 	if err != nil {
