@@ -170,11 +170,11 @@ func (c *client) conn() (*nats.Conn, error) {
 		return nil, errors.New("not connected to NATS yet")
 	}
 	if st := nc.Status(); st != nats.CONNECTED {
-		why := "no server answers"
+		why := ""
 		if err := nc.LastError(); err != nil {
-			why = c.redact(err).Error()
+			why = ": " + c.redact(err).Error()
 		}
-		return nil, fmt.Errorf("not connected to NATS (%s): %s", strings.ToLower(st.String()), why)
+		return nil, fmt.Errorf("not connected to NATS at %s (%s)%s", c.servers, strings.ToLower(st.String()), why)
 	}
 	return nc, nil
 }
