@@ -92,4 +92,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
