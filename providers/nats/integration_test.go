@@ -336,3 +336,115 @@ func p99(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[(len(s)*99)/100]
 }
+
+// TestLeastPrivilege runs the provider as a user with only the README's
+// permissions (user and password from Secret files) against a real server.
+func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	bin := serverBinary(t)
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := fmt.Sprintf(`listen: "127.0.0.1:%d"
+jetstream { store_dir: %q }
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      {user: admin, password: admin-pw}
+      {user: adapter, password: "adapter-s3cret", permissions: {
+        publish: ["$JS.API.CONSUMER.INFO.*.*", "$JS.API.STREAM.INFO.*"]
+        subscribe: ["_INBOX.>"]
+      }}
+    ]
+  }
+}
+`, port, filepath.Join(dir, "store"))
+	confFile := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", confFile, "-l", filepath.Join(dir, "nats.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	var nc *nats.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if nc, err = nats.Connect(url, nats.UserInfo("admin", "admin-pw")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
+			t.Fatalf("nats-server with %s not ready: %v\n%s", confFile, err, b)
+		}
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"jobs"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "JOBS", jetstream.ConsumerConfig{Durable: "worker", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := js.Publish(ctx, "jobs", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	userFile, passFile := filepath.Join(dir, "user"), filepath.Join(dir, "pass")
+	for f, v := range map[string]string{userFile: "adapter\n", passFile: "adapter-s3cret\n"} {
+		if err := os.WriteFile(f, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := fmt.Sprintf(`{"servers": [%q], "user": {"file": %q}, "password": {"file": %q}, "cacheTTL": "0s", "metrics": [
+		{"name": "nats_backlog", "stream": "JOBS", "consumer": "worker"},
+		{"name": "nats_messages", "value": "messages", "stream": "JOBS"},
+		{"name": "nats_missing", "stream": "JOBS", "consumer": "nobody"}]}`, url, userFile, passFile)
+	pp, err := Factory{}.New("nats-lp", json.RawMessage(raw), providers.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pp.(*Provider)
+	defer p.Close()
+	read := func(metric string) (float64, error) {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		list, err := p.GetExternalMetric(qctx, "default", labels.Everything(), providers.ExternalMetricInfo{Metric: metric})
+		if err != nil {
+			return 0, err
+		}
+		return list.Items[0].Value.AsApproximateFloat64(), nil
+	}
+	for _, m := range []string{"nats_backlog", "nats_messages"} {
+		var v float64
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if v, err = read(m); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || v != 3 {
+			t.Errorf("%s as the least-privileged user: %v %v, want 3", m, v, err)
+		}
+	}
+	_, err = read("nats_missing")
+	if providers.ReasonOf(err) != providers.ReasonBackend || !strings.Contains(err.Error(), "consumer nobody: not found") {
+		t.Errorf("missing consumer: want a 503 naming it, got %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error echoes the password: %v", err)
+	}
+}
