@@ -9,6 +9,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/postgresql"
 	"github.com/metricscale/metricscale/providers/prometheus"
 )
 
@@ -16,6 +17,7 @@ import (
 func Factories() map[string]providers.Factory {
 	return map[string]providers.Factory{
 		memory.Type:     memory.Factory{},
+		postgresql.Type: postgresql.Factory{},
 		prometheus.Type: prometheus.Factory{},
 	}
 }

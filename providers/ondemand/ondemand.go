@@ -147,6 +147,10 @@ func (p *Provider) ListAllExternalMetrics() []providers.ExternalMetricInfo {
 
 // GetExternalMetric implements providers.ExternalProvider.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	// A done context gets an error even when a reading is at hand.
+	if err := ctx.Err(); err != nil {
+		return nil, providers.NewBackendError(p.name, err)
+	}
 	m := p.metrics[info.Metric]
 	if m == nil {
 		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
