@@ -45,13 +45,46 @@ type client struct {
 
 type call struct {
 	done chan struct{}
-	val  pmodel.Value
+	res  *result
 	err  error
 }
 
 type cachedResult struct {
-	val pmodel.Value
+	res *result
 	at  time.Time
+}
+
+// result is one answer of Prometheus, shared by every caller of its flight
+// (and, with the cache on, by every caller until it expires), with what
+// callers derive from it: derived once per result, never per API query.
+type result struct {
+	val pmodel.Value
+
+	mu   sync.Mutex
+	memo map[string]*memoEntry
+}
+
+type memoEntry struct {
+	once sync.Once
+	v    any
+	err  error
+}
+
+// derived returns build's value for key, calling build once per result.
+// The value is shared: callers must not modify it.
+func (r *result) derived(key string, build func(pmodel.Value) (any, error)) (any, error) {
+	r.mu.Lock()
+	if r.memo == nil {
+		r.memo = map[string]*memoEntry{}
+	}
+	e := r.memo[key]
+	if e == nil {
+		e = &memoEntry{}
+		r.memo[key] = e
+	}
+	r.mu.Unlock()
+	e.once.Do(func() { e.v, e.err = build(r.val) })
+	return e.v, e.err
 }
 
 func newClient(s *settings, clk clock.PassiveClock) (*client, error) {
@@ -74,12 +107,23 @@ func newClient(s *settings, clk clock.PassiveClock) (*client, error) {
 
 // query runs an instant query at Prometheus' current time.
 func (c *client) query(ctx context.Context, q string) (pmodel.Value, error) {
+	r, err := c.queryResult(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.val, nil
+}
+
+// queryResult is query with the shared result. With the cache off, a
+// result lives as long as its flight: a caller arriving after it is done
+// starts a new one.
+func (c *client) queryResult(ctx context.Context, q string) (*result, error) {
 	if c.cacheTTL > 0 {
 		c.mu.Lock()
 		r, ok := c.cache[q]
 		c.mu.Unlock()
 		if ok && c.clock.Since(r.at) < c.cacheTTL {
-			return r.val, nil
+			return r.res, nil
 		}
 	}
 	c.mu.Lock()
@@ -92,11 +136,15 @@ func (c *client) query(ctx context.Context, q string) (pmodel.Value, error) {
 		fctx, cancel := c.fetchContext(ctx)
 		go func() {
 			defer cancel()
-			cl.val, cl.err = c.do(fctx, q)
+			var val pmodel.Value
+			val, cl.err = c.do(fctx, q)
+			if cl.err == nil {
+				cl.res = &result{val: val}
+			}
 			c.mu.Lock()
 			delete(c.inflight, q)
 			if cl.err == nil && c.cacheTTL > 0 {
-				c.store(q, cl.val)
+				c.store(q, cl.res)
 			}
 			c.mu.Unlock()
 			close(cl.done)
@@ -105,7 +153,7 @@ func (c *client) query(ctx context.Context, q string) (pmodel.Value, error) {
 	c.mu.Unlock()
 	select {
 	case <-cl.done:
-		return cl.val, cl.err
+		return cl.res, cl.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -129,7 +177,7 @@ func (c *client) fetchContext(ctx context.Context) (context.Context, context.Can
 }
 
 // store caches a result; called with c.mu held.
-func (c *client) store(q string, v pmodel.Value) {
+func (c *client) store(q string, res *result) {
 	now := c.clock.Now()
 	if len(c.cache) >= maxCachedQueries {
 		for k, r := range c.cache {
@@ -141,7 +189,7 @@ func (c *client) store(q string, v pmodel.Value) {
 			clear(c.cache)
 		}
 	}
-	c.cache[q] = cachedResult{val: v, at: now}
+	c.cache[q] = cachedResult{res: res, at: now}
 }
 
 func (c *client) do(ctx context.Context, q string) (pmodel.Value, error) {

@@ -270,11 +270,19 @@ func (p *Provider) queryError(e rules.Entry, metric string, sel labels.Selector,
 }
 
 func (p *Provider) run(ctx context.Context, metric, q string) (pmodel.Value, error) {
-	v, err := p.client.query(ctx, q)
+	r, err := p.runResult(ctx, metric, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.val, nil
+}
+
+func (p *Provider) runResult(ctx context.Context, metric, q string) (*result, error) {
+	r, err := p.client.queryResult(ctx, q)
 	if err != nil {
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: query %s: %w", metric, shorten(q), err))
 	}
-	return v, nil
+	return r, nil
 }
 
 func selectorString(s labels.Selector) string {
@@ -386,16 +394,37 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if len(names) == 0 {
 		return nil, providers.NewNoValue(info.Metric, what+" (no such objects)")
 	}
-	names = append([]string(nil), names...)
-	sort.Strings(names)
-	values, err := p.objectValues(ctx, e, res, ns, info.Metric, metricSelector, names...)
-	if err != nil {
-		return nil, err
-	}
 	out := &custom_metrics.MetricValueList{}
-	for _, n := range names {
-		if s, ok := values[n]; ok {
-			out.Items = append(out.Items, metricValue(res, ns, n, info.Metric, metricSelector, s))
+	if p.s.cacheTTL > 0 && e.Rule.Filterable() {
+		// With the cache on, one answer for every object of the namespace
+		// serves every selection: the names pick from it. (With it off,
+		// equal selections already share a flight, and the names keep the
+		// query as small as prometheus-adapter's.)
+		if err := rules.CheckSelector(metricSelector); err != nil {
+			return nil, p.queryError(e, info.Metric, metricSelector, err)
+		}
+		all, err := p.allObjects(ctx, e, res, ns, info.Metric, metricSelector)
+		if err != nil {
+			return nil, err
+		}
+		out.Items = make([]custom_metrics.MetricValue, 0, len(names))
+		for _, n := range names {
+			if mv, ok := all[n]; ok {
+				out.Items = append(out.Items, mv)
+			}
+		}
+		sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].DescribedObject.Name < out.Items[j].DescribedObject.Name })
+	} else {
+		names = append([]string(nil), names...)
+		sort.Strings(names)
+		values, err := p.objectValues(ctx, e, res, ns, info.Metric, metricSelector, names...)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if s, ok := values[n]; ok {
+				out.Items = append(out.Items, metricValue(res, ns, n, info.Metric, metricSelector, s))
+			}
 		}
 	}
 	if len(out.Items) == 0 {
@@ -404,12 +433,52 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	return out, nil
 }
 
+// allObjects runs a custom rule's query for every object of res in ns (see
+// rules.Query.BuildAll) and returns its values by object name, prepared
+// once per result; with several samples for one object the last wins.
+func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Resource, ns, metric string, metricSelector labels.Selector) (objectSet, error) {
+	q, err := e.Rule.QueryAll(e.Series, res.GR, ns, metricSelector)
+	if err != nil {
+		return nil, p.queryError(e, metric, metricSelector, err)
+	}
+	r, err := p.runResult(ctx, metric, q)
+	if err != nil {
+		return nil, err
+	}
+	label, err := e.Rule.Converter().LabelForResource(res.GR)
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, metric, err))
+	}
+	v, err := r.derived("objects\x00"+metric+"\x00"+res.GR.String(), func(v pmodel.Value) (any, error) {
+		vec, err := vectorOf(v)
+		if err != nil {
+			return nil, err
+		}
+		out := make(objectSet, len(vec))
+		for _, s := range vec {
+			if s == nil {
+				continue
+			}
+			name := string(s.Metric[pmodel.LabelName(label)])
+			if name == "" {
+				continue
+			}
+			out[name] = metricValue(res, ns, name, metric, metricSelector, s)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
+	}
+	return v.(objectSet), nil
+}
+
 func metricValue(res *naming.Resource, ns, name, metric string, msel labels.Selector, s *pmodel.Sample) custom_metrics.MetricValue {
 	mv := custom_metrics.MetricValue{
 		DescribedObject: custom_metrics.ObjectReference{APIVersion: res.APIVersion, Kind: res.Kind, Namespace: ns, Name: name},
 		Metric:          custom_metrics.MetricIdentifier{Name: metric},
 		Timestamp:       metav1.NewTime(s.Timestamp.Time()),
-		Value:           Quantity(float64(s.Value)),
+		Value:           quantityText(float64(s.Value)),
 	}
 	if msel != nil && !msel.Empty() {
 		if ls, err := metav1.ParseToLabelSelector(msel.String()); err == nil {
@@ -421,47 +490,68 @@ func metricValue(res *naming.Resource, ns, name, metric string, msel labels.Sele
 
 // GetExternalMetric implements providers.ExternalProvider: one item per
 // result series, with its labels.
+//
+// With the result cache on, a label selector is applied to the cached
+// answer of the rule's query without matchers (the whole metric, one per
+// rule and namespace, shared by every selector) when that gives the same
+// items as matchers inside the query would (see Rule.Filterable and
+// externalSet.selectItems). Otherwise the selector becomes label matchers,
+// as in prometheus-adapter: with the cache off a whole answer would serve
+// only its own flight, and fetching every series to answer for one costs
+// far more (10,000 series: 28 q/s against 530 with matchers).
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
 	e, ok := p.disc.Load().External[info.Metric]
 	if !ok {
 		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
 	}
-	q, err := e.Rule.ExternalQuery(e.Series, namespace, metricSelector)
-	if err != nil {
+	if err := rules.CheckSelector(metricSelector); err != nil {
 		return nil, p.queryError(e, info.Metric, metricSelector, err)
 	}
-	v, err := p.run(ctx, info.Metric, q)
+	whole := metricSelector == nil || metricSelector.Empty()
+	if whole || p.s.cacheTTL > 0 && e.Rule.Filterable() {
+		set, err := p.externalSet(ctx, e, namespace, info.Metric, labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		if items, ok := set.selectItems(metricSelector); ok {
+			return p.externalList(info.Metric, namespace, metricSelector, items)
+		}
+	}
+	set, err := p.externalSet(ctx, e, namespace, info.Metric, metricSelector)
 	if err != nil {
 		return nil, err
 	}
-	vec, err := vectorOf(v)
+	return p.externalList(info.Metric, namespace, metricSelector, set.items)
+}
+
+// externalSet runs an external rule's query with sel as matchers and
+// returns its answer prepared once per result.
+func (p *Provider) externalSet(ctx context.Context, e rules.Entry, namespace, metric string, sel labels.Selector) (*externalSet, error) {
+	q, err := e.Rule.ExternalQuery(e.Series, namespace, sel)
 	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", info.Metric, err))
+		return nil, p.queryError(e, metric, sel, err)
 	}
-	out := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(vec))}
-	for _, s := range vec {
-		if s == nil {
-			continue
-		}
-		lbls := make(map[string]string, len(s.Metric))
-		for k, v := range s.Metric {
-			lbls[string(k)] = string(v)
-		}
-		out.Items = append(out.Items, external_metrics.ExternalMetricValue{
-			MetricName:   info.Metric,
-			MetricLabels: lbls,
-			Timestamp:    metav1.NewTime(s.Timestamp.Time()),
-			Value:        Quantity(float64(s.Value)),
-		})
+	res, err := p.runResult(ctx, metric, q)
+	if err != nil {
+		return nil, err
 	}
-	if len(out.Items) == 0 {
+	v, err := res.derived("external\x00"+metric, func(v pmodel.Value) (any, error) { return newExternalSet(metric, v) })
+	if err != nil {
+		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
+	}
+	return v.(*externalSet), nil
+}
+
+// externalList wraps items (shared, read-only) in a list, or says no value.
+func (p *Provider) externalList(metric, namespace string, sel labels.Selector, items []external_metrics.ExternalMetricValue) (*external_metrics.ExternalMetricValueList, error) {
+	if len(items) == 0 {
 		what := fmt.Sprintf("namespace %q", namespace)
-		if metricSelector != nil && !metricSelector.Empty() {
-			what += fmt.Sprintf(" with selector %q", metricSelector.String())
+		if sel != nil && !sel.Empty() {
+			what += fmt.Sprintf(" with selector %q", sel.String())
 		}
-		return nil, providers.NewNoValue(info.Metric, what)
+		return nil, providers.NewNoValue(metric, what)
 	}
-	return out, nil
+	return &external_metrics.ExternalMetricValueList{Items: items}, nil
 }
 
 // Quantity converts a sample as prometheus-adapter does: milli-units,

@@ -223,6 +223,16 @@ func (r *Rule) Query(series string, gr schema.GroupResource, namespace string, m
 	return r.query.Build(series, gr, namespace, nil, metricSelector, names...)
 }
 
+// QueryAll renders the rule's query for every object of gr in namespace
+// (see Query.BuildAll).
+func (r *Rule) QueryAll(series string, gr schema.GroupResource, namespace string, metricSelector labels.Selector) (string, error) {
+	return r.query.BuildAll(series, gr, namespace, nil, metricSelector)
+}
+
+// Filterable tells whether a label selector may be applied to the result of
+// the rule's query instead of inside it (see Query.Filterable).
+func (r *Rule) Filterable() bool { return r.query.filterable }
+
 // ExternalQuery renders an external rule's query.
 func (r *Rule) ExternalQuery(series, namespace string, metricSelector labels.Selector) (string, error) {
 	return r.query.BuildExternal(series, namespace, metricSelector)

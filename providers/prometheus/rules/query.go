@@ -56,6 +56,9 @@ type Query struct {
 	conv *naming.Converter
 	// namespaced external queries are scoped to the request's namespace.
 	namespaced bool
+	// filterable: a selector can be applied to the whole query's result
+	// instead of inside the query (see Filterable).
+	filterable bool
 }
 
 func parseQuery(text string, conv *naming.Converter, namespaced bool) (*Query, error) {
@@ -78,8 +81,46 @@ func parseQuery(text string, conv *naming.Converter, namespaced bool) (*Query, e
 	if err != nil {
 		return nil, err
 	}
-	return &Query{tmpl: tmpl, conv: conv, namespaced: namespaced}, nil
+	return &Query{tmpl: tmpl, conv: conv, namespaced: namespaced, filterable: filterable(text)}, nil
 }
+
+// crossSeries are the PromQL words whose result for one series depends on
+// other series (or that rewrite labels): with any of them, selecting after
+// the query is not the same as selecting inside it.
+var crossSeries = map[string]bool{
+	"topk": true, "bottomk": true, "quantile": true, "limitk": true, "limit_ratio": true,
+	"count_values": true, "absent": true, "absent_over_time": true, "scalar": true, "vector": true,
+	"sort": true, "sort_desc": true, "sort_by_label": true, "sort_by_label_desc": true,
+	"label_replace": true, "label_join": true,
+	"on": true, "ignoring": true, "group_left": true, "group_right": true,
+	"and": true, "or": true, "unless": true,
+}
+
+// filterable tells whether a metricsQuery keeps each result series a
+// function of the input series with the same labels, so that a label
+// selector may be applied to the result of the query without matchers (the
+// whole metric) rather than as matchers: it uses <<.LabelMatchers>>, not
+// <<.LabelValuesByName>>, and none of the crossSeries words. Whether the
+// selected labels survive its aggregation is checked on each result.
+// Conservative: a word inside a label value also counts.
+func filterable(text string) bool {
+	if !strings.Contains(text, ".LabelMatchers") || strings.Contains(text, ".LabelValuesByName") {
+		return false
+	}
+	word := func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}
+	for _, w := range strings.FieldsFunc(text, word) {
+		if crossSeries[strings.ToLower(w)] {
+			return false
+		}
+	}
+	return true
+}
+
+// Filterable tells whether a selector may be applied to this query's
+// result (see filterable).
+func (q *Query) Filterable() bool { return q.filterable }
 
 // Converter is the query's label mapping.
 func (q *Query) Converter() *naming.Converter { return q.conv }
@@ -90,6 +131,10 @@ func (q *Query) Converter() *naming.Converter { return q.conv }
 // resource matcher (=~ "a|b" for several names); grouped by the resource
 // label and extraGroupBy.
 func (q *Query) Build(series string, gr schema.GroupResource, namespace string, extraGroupBy []string, metricSelector labels.Selector, names ...string) (string, error) {
+	return q.build(series, gr, namespace, extraGroupBy, metricSelector, names, false)
+}
+
+func (q *Query) build(series string, gr schema.GroupResource, namespace string, extraGroupBy []string, metricSelector labels.Selector, names []string, all bool) (string, error) {
 	parts, err := selectorParts(metricSelector)
 	if err != nil {
 		return "", err
@@ -110,9 +155,12 @@ func (q *Query) Build(series string, gr schema.GroupResource, namespace string, 
 		return "", err
 	}
 	target := strings.Join(names, "|")
-	if len(names) > 1 {
+	switch {
+	case all:
+		exprs = append(exprs, labelNeq(resLabel, ""))
+	case len(names) > 1:
 		exprs = append(exprs, labelMatches(resLabel, target))
-	} else {
+	default:
 		exprs = append(exprs, labelEq(resLabel, target))
 	}
 	byName[resLabel] = target
@@ -126,6 +174,13 @@ func (q *Query) Build(series string, gr schema.GroupResource, namespace string, 
 		GroupBy:           strings.Join(groupBy, ","),
 		GroupBySlice:      groupBy,
 	})
+}
+
+// BuildAll renders the query for every object of gr in namespace: the
+// resource matcher is label!="" instead of the names, so one answer serves
+// every selection of objects, each picked from it by name.
+func (q *Query) BuildAll(series string, gr schema.GroupResource, namespace string, extraGroupBy []string, metricSelector labels.Selector) (string, error) {
+	return q.build(series, gr, namespace, extraGroupBy, metricSelector, nil, true)
 }
 
 // BuildExternal renders an external rule's query: selector matchers, then
@@ -172,6 +227,21 @@ type part struct {
 	label  string
 	values []string
 	op     selection.Operator
+}
+
+// CheckSelector returns the *SelectorError rendering sel would return,
+// without rendering anything.
+func CheckSelector(sel labels.Selector) error {
+	parts, err := selectorParts(sel)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if _, err := renderPart(p); err != nil {
+			return &SelectorError{Selector: sel.String(), Err: err}
+		}
+	}
+	return nil
 }
 
 func selectorParts(sel labels.Selector) ([]part, error) {

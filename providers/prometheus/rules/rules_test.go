@@ -481,3 +481,28 @@ func TestDurationJSON(t *testing.T) {
 		t.Fatal("bad duration accepted")
 	}
 }
+
+func TestFilterable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		query string
+		want  bool
+	}{
+		{`sum(<<.Series>>{<<.LabelMatchers>>}) by (queue)`, true},
+		{`sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)`, true},
+		{`histogram_quantile(0.9, sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (le, queue))`, true},
+		{`<<.Series>>{<<.LabelMatchers>>}`, true},
+		// the selector does not change the query: nothing to filter
+		{`sum(<<.Series>>) by (queue)`, false},
+		{`sum(<<.Series>>{queue="<<index .LabelValuesByName "queue">>"}) by (queue)`, false},
+		{`topk(3, <<.Series>>{<<.LabelMatchers>>})`, false},
+		{`<<.Series>>{<<.LabelMatchers>>} / on() group_left sum(<<.Series>>{<<.LabelMatchers>>})`, false},
+		{`sum(<<.Series>>{<<.LabelMatchers>>}) by (queue) or vector(0)`, false},
+		{`label_replace(<<.Series>>{<<.LabelMatchers>>}, "queue", "$1", "q", "(.*)")`, false},
+		{`absent(<<.Series>>{<<.LabelMatchers>>})`, false},
+	} {
+		if got := filterable(tc.query); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.query, got, tc.want)
+		}
+	}
+}
