@@ -58,3 +58,4 @@ generate:
 	$(CONTROLLER_GEN) object paths=./autoscaler/api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./autoscaler/api/... output:crd:stdout | $(GO) run ./autoscaler/api/v1alpha1/crdpatch > manifests/autoscaler/crd.yaml.tmp
 	mv manifests/autoscaler/crd.yaml.tmp manifests/autoscaler/crd.yaml
+	$(GO) run k8s.io/kube-openapi/cmd/openapi-gen@v0.0.0-20260721132016-d427ff9ee9ad --go-header-file /dev/null --output-dir adapter/resourcemetrics --output-pkg github.com/metricscale/metricscale/adapter/resourcemetrics --output-file zz_generated.openapi.go --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/api/resource --readonly-pkg k8s.io/metrics/pkg/apis/metrics/v1beta1 -r /dev/null k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/api/resource k8s.io/metrics/pkg/apis/metrics/v1beta1

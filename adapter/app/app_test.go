@@ -221,6 +221,13 @@ stale_metric{namespace="default",queue="old"} 3 %d
 		getJSON(t, hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth?labelSelector=a%20in%20(", 400, nil)
 	})
 
+	t.Run("no metrics.k8s.io without a resource route", func(t *testing.T) {
+		getJSON(t, a.NewClient(a.SecurePort, testenv.MonitorToken, nil), "/apis/metrics.k8s.io/v1beta1", 404, nil)
+		if n := a.Fake.NodeLists.Load(); n != 0 {
+			t.Errorf("nodes listed %d times: they are watched only to serve metrics.k8s.io", n)
+		}
+	})
+
 	t.Run("authentication and authorization", func(t *testing.T) {
 		const path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth"
 		anon := a.NewClient(a.SecurePort, "", nil)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/adapter/objects"
+	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/push"
@@ -75,6 +76,14 @@ func (o *Options) Run(ctx context.Context) error {
 	// definitions and API groups exist from them.
 	o.WithCustomMetrics(reg)
 	o.WithExternalMetrics(reg)
+	// metrics.k8s.io is served when a route of kind resource exists; it needs
+	// a node cache, and its OpenAPI definitions before Config().
+	_, resourceMetrics := reg.ResourceProvider()
+	serveResourceMetrics := resourceMetrics != nil
+	if serveResourceMetrics {
+		lister.WatchNodes()
+		o.withResourceMetricsOpenAPI()
+	}
 
 	telemetry.Register()
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
@@ -99,7 +108,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("building the API server: %w", err)
 	}
-	if err := server.GenericAPIServer.AddReadyzChecks(
+	checks := []healthz.HealthChecker{
 		healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
 			if !lister.PodsSynced() {
 				return errors.New("the pod watch cache is not filled yet")
@@ -107,7 +116,20 @@ func (o *Options) Run(ctx context.Context) error {
 			return nil
 		}),
 		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
-	); err != nil {
+	}
+	if serveResourceMetrics {
+		if err := resourcemetrics.Install(server.GenericAPIServer, reg, lister.Pods(), lister.Nodes()); err != nil {
+			return err
+		}
+		checks = append(checks, healthz.NamedCheck("node-watch-cache", func(*http.Request) error {
+			if !lister.NodesSynced() {
+				return errors.New("the node watch cache is not filled yet")
+			}
+			return nil
+		}))
+		klog.InfoS("Serving metrics.k8s.io", "provider", resourceMetrics.Name())
+	}
+	if err := server.GenericAPIServer.AddReadyzChecks(checks...); err != nil {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
 

@@ -5,6 +5,8 @@
 // namespaces: exactly what manifests/adapter/rbac.yaml grants list and
 // watch on) get an informer the first time a selector query asks for them.
 // A query on any other resource is refused with a 400 and starts nothing.
+// Nodes are watched too when the adapter serves metrics.k8s.io (WatchNodes),
+// whose storage reads both caches through Pods and Nodes.
 package objects
 
 import (
@@ -29,6 +31,9 @@ import (
 
 // PodsGVR is watched from the start.
 var PodsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// NodesGVR is watched only when metrics.k8s.io is served (WatchNodes).
+var NodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
 // DefaultSelectorResources are the resources selector queries may name when
 // the config lists none. manifests/adapter/rbac.yaml grants list and watch
@@ -109,6 +114,52 @@ func (l *Lister) add(gvr schema.GroupVersionResource) *entry {
 	return e
 }
 
+// WatchNodes adds a metadata informer for nodes, for metrics.k8s.io's
+// NodeMetrics; call it before Start. It does not make nodes a resource
+// selector queries may name.
+func (l *Lister) WatchNodes() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.informers[NodesGVR.GroupResource()]; !ok {
+		l.add(NodesGVR)
+	}
+}
+
+// Cache is one resource's metadata cache, for callers that need objects
+// (names with labels) rather than names.
+type Cache struct {
+	// Lister reads *metav1.PartialObjectMetadata from the cache; Get of a
+	// missing object is a 404 naming it.
+	Lister cache.GenericLister
+	// HasSynced reports whether the cache is filled.
+	HasSynced func() bool
+}
+
+// Pods returns the pod cache.
+func (l *Lister) Pods() Cache { return l.cacheOf(PodsGVR) }
+
+// Nodes returns the node cache; WatchNodes must have been called.
+func (l *Lister) Nodes() Cache { return l.cacheOf(NodesGVR) }
+
+func (l *Lister) cacheOf(gvr schema.GroupVersionResource) Cache {
+	l.mu.Lock()
+	e := l.informers[gvr.GroupResource()]
+	l.mu.Unlock()
+	if e == nil {
+		panic(fmt.Sprintf("objects: %s is not watched", gvr.GroupResource()))
+	}
+	return Cache{Lister: cache.NewGenericLister(e.informer.GetIndexer(), gvr.GroupResource()), HasSynced: e.informer.HasSynced}
+}
+
+// NodesSynced reports whether the node cache is filled (for /readyz); false
+// if nodes are not watched.
+func (l *Lister) NodesSynced() bool {
+	l.mu.Lock()
+	e := l.informers[NodesGVR.GroupResource()]
+	l.mu.Unlock()
+	return e != nil && e.informer.HasSynced()
+}
+
 // Start starts the informers; they stop when ctx is done.
 func (l *Lister) Start(ctx context.Context) {
 	l.mu.Lock()
@@ -130,7 +181,8 @@ func (l *Lister) PodsSynced() bool {
 func (l *Lister) informerFor(gr schema.GroupResource) (*entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.informers[gr]; ok {
+	// Watched is not allowed: nodes are watched for metrics.k8s.io only.
+	if e, ok := l.informers[gr]; ok && l.allowed[gr] {
 		return e, nil
 	}
 	if l.ctx == nil {
@@ -140,12 +192,12 @@ func (l *Lister) informerFor(gr schema.GroupResource) (*entry, error) {
 	if err != nil {
 		return nil, providers.NewUnknownResource(gr)
 	}
-	if e, ok := l.informers[gvr.GroupResource()]; ok {
-		return e, nil
-	}
 	if !l.allowed[gvr.GroupResource()] {
 		klog.V(2).InfoS("Selector query on a resource that is not allowed", "resource", gvr.GroupResource().String())
 		return nil, providers.NewResourceNotAllowed(gvr.GroupResource(), l.allowedNames())
+	}
+	if e, ok := l.informers[gvr.GroupResource()]; ok {
+		return e, nil
 	}
 	klog.InfoS("Watching a new resource for selector queries", "resource", gr.String(), "version", gvr.Version)
 	e := l.add(gvr)

@@ -179,3 +179,58 @@ func TestOnlyAllowedResourcesAreWatched(t *testing.T) {
 		t.Errorf("deployments watched (%v) or listed (%d times) without being allowed", watched, deploymentLists)
 	}
 }
+
+// TestNodesForResourceMetrics: WatchNodes fills a node cache that Nodes
+// reads (names and labels), Pods reads the pod cache, and watching nodes
+// does not make them a resource selector queries may name.
+func TestNodesForResourceMetrics(t *testing.T) {
+	t.Parallel()
+	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	node := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
+	scheme := metadatafake.NewTestScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme,
+		obj(pod, "default", "web-1", map[string]string{"app": "web"}),
+		obj(node, "", "node-a", map[string]string{"zone": "a"}),
+		obj(node, "", "node-b", map[string]string{"zone": "b"}),
+	)
+	m := mapper().(*apimeta.DefaultRESTMapper)
+	m.Add(node, apimeta.RESTScopeRoot)
+	l := New(client, m)
+	if l.NodesSynced() {
+		t.Error("NodesSynced before WatchNodes")
+	}
+	l.WatchNodes()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Start(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for !l.NodesSynced() || !l.PodsSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("caches not synced after 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !l.Nodes().HasSynced() || !l.Pods().HasSynced() {
+		t.Error("Cache.HasSynced is false after sync")
+	}
+	zoneA, _ := labels.Parse("zone=a")
+	nodes, err := l.Nodes().Lister.List(zoneA)
+	if err != nil || len(nodes) != 1 || nodes[0].(*metav1.PartialObjectMetadata).Name != "node-a" {
+		t.Errorf("nodes zone=a = %v, %v; want node-a", nodes, err)
+	}
+	if _, err := l.Nodes().Lister.Get("node-x"); err == nil || !strings.Contains(err.Error(), `"node-x" not found`) {
+		t.Errorf("Get(node-x) = %v, want a 404 naming it", err)
+	}
+	p, err := l.Pods().Lister.ByNamespace("default").Get("web-1")
+	if err != nil || p.(*metav1.PartialObjectMetadata).Labels["app"] != "web" {
+		t.Errorf("pod web-1 = %v, %v", p, err)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer qcancel()
+	_, err = l.ListNames(qctx, schema.GroupResource{Resource: "nodes"}, "", labels.Everything())
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Code() != 400 {
+		t.Errorf("selector query on nodes: %v, want a 400 (not in selectorResources)", err)
+	}
+}

@@ -3,7 +3,7 @@
 // serves what the adapter asks of a cluster: discovery (core v1 and apps/v1),
 // TokenReview and SubjectAccessReview (delegated authentication and
 // authorization, answered from tables the test sets), and list/watch of pods
-// as metadata. It counts requests so tests can assert the adapter does not
+// and nodes as metadata. It counts requests so tests can assert the adapter does not
 // LIST per query.
 package fakekube
 
@@ -44,6 +44,7 @@ type Server struct {
 	// everything.
 	allowed  map[string]bool
 	pods     map[string]*metav1.PartialObjectMetadata // ns/name
+	nodes    map[string]*metav1.PartialObjectMetadata // name
 	rv       int
 	watchers map[chan watchEvent]bool
 	history  []watchEvent
@@ -51,6 +52,7 @@ type Server struct {
 	// counters
 	PodLists        atomic.Int64
 	PodWatches      atomic.Int64
+	NodeLists       atomic.Int64
 	TokenReviews    atomic.Int64
 	AccessReviews   atomic.Int64
 	DiscoveryCalls  atomic.Int64
@@ -60,8 +62,9 @@ type Server struct {
 }
 
 type watchEvent struct {
-	Type   watch.EventType
-	Object *metav1.PartialObjectMetadata
+	Resource string // pods or nodes
+	Type     watch.EventType
+	Object   *metav1.PartialObjectMetadata
 }
 
 // New starts a fake API server on loopback.
@@ -70,6 +73,7 @@ func New() *Server {
 		tokens:   map[string]User{},
 		allowed:  map[string]bool{},
 		pods:     map[string]*metav1.PartialObjectMetadata{},
+		nodes:    map[string]*metav1.PartialObjectMetadata{},
 		rv:       1,
 		watchers: map[chan watchEvent]bool{},
 	}
@@ -143,7 +147,26 @@ func (s *Server) SetPod(ns, name string, lbls map[string]string) {
 		},
 	}
 	s.pods[key] = p
-	s.broadcast(watchEvent{Type: typ, Object: p})
+	s.broadcast(watchEvent{Resource: "pods", Type: typ, Object: p})
+}
+
+// SetNode adds or updates a node (metadata only).
+func (s *Server) SetNode(name string, lbls map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv++
+	typ := watch.Modified
+	if _, ok := s.nodes[name]; !ok {
+		typ = watch.Added
+	}
+	n := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: lbls, UID: types.UID("node/" + name), ResourceVersion: strconv.Itoa(s.rv),
+		},
+	}
+	s.nodes[name] = n
+	s.broadcast(watchEvent{Resource: "nodes", Type: typ, Object: n})
 }
 
 // DeletePod removes a pod.
@@ -159,7 +182,7 @@ func (s *Server) DeletePod(ns, name string) {
 	s.rv++
 	p = p.DeepCopy()
 	p.ResourceVersion = strconv.Itoa(s.rv)
-	s.broadcast(watchEvent{Type: watch.Deleted, Object: p})
+	s.broadcast(watchEvent{Resource: "pods", Type: watch.Deleted, Object: p})
 }
 
 func (s *Server) broadcast(ev watchEvent) {
@@ -233,9 +256,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			ns = strings.TrimSuffix(strings.TrimPrefix(p, "/api/v1/namespaces/"), "/pods")
 		}
 		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
-			s.watchPods(w, r, ns)
+			s.watch(w, r, "pods", ns)
 		} else {
 			s.listPods(w, r, ns)
+		}
+	case p == "/api/v1/nodes":
+		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
+			s.watch(w, r, "nodes", "")
+		} else {
+			s.listNodes(w, r)
 		}
 	default:
 		s.UnhandledPaths.Add(1)
@@ -341,13 +370,37 @@ func (s *Server) listPods(w http.ResponseWriter, r *http.Request, ns string) {
 	writeJSON(w, 200, list)
 }
 
-func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, ns string) {
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	s.NodeLists.Add(1)
+	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		status(w, 400, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	list := &metav1.PartialObjectMetadataList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.rv)},
+	}
+	for _, n := range s.nodes {
+		if sel.Matches(labels.Set(n.Labels)) {
+			list.Items = append(list.Items, *n.DeepCopy())
+		}
+	}
+	s.mu.Unlock()
+	writeJSON(w, 200, list)
+}
+
+// watch streams the events of resource (pods or nodes) in ns ("" all).
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, resource, ns string) {
 	if r.URL.Query().Get("sendInitialEvents") == "true" {
 		// like an API server without WatchList: the client falls back to LIST
 		status(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "fakekube: sendInitialEvents is not supported")
 		return
 	}
-	s.PodWatches.Add(1)
+	if resource == "pods" {
+		s.PodWatches.Add(1)
+	}
 	ch := make(chan watchEvent, 1024)
 	from, _ := strconv.Atoi(r.URL.Query().Get("resourceVersion"))
 	s.mu.Lock()
@@ -379,7 +432,7 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, ns string) {
 		case <-r.Context().Done():
 			return
 		case ev := <-ch:
-			if ns != "" && ev.Object.Namespace != ns {
+			if ev.Resource != resource || (ns != "" && ev.Object.Namespace != ns) {
 				continue
 			}
 			raw, err := json.Marshal(ev.Object)
