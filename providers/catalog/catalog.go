@@ -9,6 +9,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/memory"
+	"github.com/metricscale/metricscale/providers/nats"
 	"github.com/metricscale/metricscale/providers/postgresql"
 	"github.com/metricscale/metricscale/providers/prometheus"
 )
@@ -17,6 +18,7 @@ import (
 func Factories() map[string]providers.Factory {
 	return map[string]providers.Factory{
 		memory.Type:     memory.Factory{},
+		nats.Type:       nats.Factory{},
 		postgresql.Type: postgresql.Factory{},
 		prometheus.Type: prometheus.Factory{},
 	}

@@ -46,6 +46,9 @@ type Series struct {
 	Labels map[string]string
 	// Value must be finite.
 	Value float64
+	// At is when the backend observed the value; zero means when Read
+	// returned (set it when a backend shares one call between metrics).
+	At time.Time
 }
 
 // Metric is one configured external metric.
@@ -189,10 +192,14 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		if len(out.Items) >= p.maxItems {
 			return nil, providers.NewTooManyItems(m.Name, what(), p.maxItems)
 		}
+		its := ts
+		if !s.At.IsZero() {
+			its = metav1.NewTime(s.At)
+		}
 		out.Items = append(out.Items, external_metrics.ExternalMetricValue{
 			MetricName:   m.Name,
 			MetricLabels: lbls,
-			Timestamp:    ts,
+			Timestamp:    its,
 			Value:        providers.Quantity(s.Value),
 		})
 	}
