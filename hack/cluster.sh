@@ -958,7 +958,9 @@ start_adapter() {
     [[ -f $REPO_ROOT/hack/adapter-config.yaml ]] || die "hack/adapter-config.yaml is missing"
     local fragments=() b
     for b in "${RUNNING_BACKENDS[@]}"; do fragments+=("$BACKENDS_DIR/$b.yaml"); done
-    merge_adapter_config "$REPO_ROOT/hack/adapter-config.yaml" "${fragments[@]}" >"$adapter_dir/config.yaml.tmp"
+    # A fragment names files its backend's script wrote under the state folder as @CLUSTER_DIR@.
+    merge_adapter_config "$REPO_ROOT/hack/adapter-config.yaml" "${fragments[@]}" |
+      sed "s|@CLUSTER_DIR@|$DIR|g" >"$adapter_dir/config.yaml.tmp"
     mv "$adapter_dir/config.yaml.tmp" "$adapter_dir/config.yaml"
     config=(--config="$adapter_dir/config.yaml")
     log "    adapter config: $adapter_dir/config.yaml (memory + prometheus at 127.0.0.1:$PROMETHEUS_PORT${RUNNING_BACKENDS[*]:+ + ${RUNNING_BACKENDS[*]}})"
