@@ -199,15 +199,22 @@ func (r *redisClient) Pipeline(ctx context.Context, cmds []Command) ([]Reply, er
 			return nil, fmt.Errorf("unknown command %v", c.Op)
 		}
 	}
-	_, err := pipe.Exec(ctx)
+	_, execErr := pipe.Exec(ctx)
+	// Exec returns the first command's error when the server answered
+	// every command; any other error (dial, AUTH, timeout) means some were
+	// never answered and their zero values must not be read.
+	answered := execErr == nil
+	for _, rc := range rcmds {
+		answered = answered || rc.Err() == execErr //nolint:errorlint // the very same error
+	}
+	if !answered {
+		return nil, fmt.Errorf("pipeline of %d commands: %w", len(cmds), execErr)
+	}
 	out := make([]Reply, len(cmds))
-	var roundTrip error
 	for i, c := range cmds {
 		cerr := rcmds[i].Err()
 		if cerr != nil && !isCommandError(cerr) {
-			// the connection failed: every reply is the same error
-			roundTrip = cerr
-			break
+			return nil, fmt.Errorf("pipeline of %d commands: %w", len(cmds), cerr)
 		}
 		switch c.Op {
 		case OpLLen, OpXLen:
@@ -223,20 +230,16 @@ func (r *redisClient) Pipeline(ctx context.Context, cmds []Command) ([]Reply, er
 			}
 		}
 	}
-	if roundTrip == nil && err != nil && !isCommandError(err) {
-		roundTrip = err
-	}
-	if roundTrip != nil {
-		return nil, fmt.Errorf("pipeline of %d commands: %w", len(cmds), roundTrip)
-	}
 	return out, nil
 }
 
-// isCommandError tells a server's answer to one command (WRONGTYPE, NOPERM,
-// ERR no such key) from a failed round trip.
+// isCommandError tells the server's answer to one command (WRONGTYPE,
+// NOPERM, ERR no such key) from a failed round trip. Only the server's own
+// error counts: go-redis wraps a failed AUTH ("failed to authenticate: %w")
+// around one too, and that must fail the read, never read as a 0.
 func isCommandError(err error) bool {
-	var re goredis.Error
-	return errors.As(err, &re)
+	_, ok := err.(goredis.Error) //nolint:errorlint // a wrapped one is not a command's answer
+	return ok
 }
 
 // parseGroups reads XINFO GROUPS' raw answer: an array of maps (RESP3) or

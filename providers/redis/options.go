@@ -170,6 +170,11 @@ func (o *Options) settings(field string) (*settings, error) {
 	if strings.ContainsAny(o.Username, " \t\r\n") {
 		errs.Add(field+".username", "must not contain spaces")
 	}
+	if o.Username != "" && !o.Password.IsSet() {
+		// go-redis sends no AUTH without a password: the connection would
+		// silently be the default user's
+		errs.Add(field+".password", "required with username (a nopass user accepts any password)")
+	}
 	o.Password.Validate(field+".password", &errs)
 	o.TLS.Validate(field+".tls", &errs)
 	if o.CacheTTL != nil {

@@ -26,6 +26,7 @@ func TestValidateRejects(t *testing.T) {
 		{"bad db path", `{"address":"redis://h:1/x","metrics":[` + list + `]}`, []string{"options.address: path"}},
 		{"db clash", `{"address":"redis://h:1/2","db":3,"metrics":[` + list + `]}`, []string{"options.address: database 2"}},
 		{"negative db", `{"address":"h:1","db":-1,"metrics":[` + list + `]}`, []string{"options.db: must not be negative"}},
+		{"username without password", `{"address":"h:1","username":"u","metrics":[` + list + `]}`, []string{"options.password: required with username"}},
 		{"password both", `{"address":"h:1","password":{"file":"/f","env":"E"},"metrics":[` + list + `]}`, []string{"options.password: set file or env"}},
 		{"password inline", `{"address":"h:1","password":"s3cret","metrics":[` + list + `]}`, []string{"options:", "password"}},
 		{"tls cert without key", `{"address":"h:1","tls":{"certFile":"/c"},"metrics":[` + list + `]}`, []string{"options.tls.certFile"}},
