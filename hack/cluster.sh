@@ -860,7 +860,8 @@ cmd_up() {
   if [[ ${#RUNNING_BACKENDS[@]} -gt 0 ]]; then
     phase_begin "start the queue backends (${RUNNING_BACKENDS[*]})"
     local b
-    for b in "${RUNNING_BACKENDS[@]}"; do backend "$b" start; done
+    # install is a no-op when the server is there (it builds kfake when its source changed).
+    for b in "${RUNNING_BACKENDS[@]}"; do backend "$b" install && backend "$b" start; done
     phase_end "backends"
   fi
 
