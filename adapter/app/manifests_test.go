@@ -20,10 +20,10 @@ import (
 	"github.com/metricscale/metricscale/adapter/objects"
 )
 
-// readManifests returns the objects of manifests/adapter, by "Kind/name".
-func readManifests(t *testing.T) map[string][]byte {
+// readManifests returns the objects of manifests/<dir>, by "Kind/name".
+func readManifests(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob("../../manifests/adapter/*.yaml")
+	files, err := filepath.Glob("../../manifests/" + dir + "/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
@@ -52,7 +52,7 @@ func readManifests(t *testing.T) map[string][]byte {
 
 func TestManifests(t *testing.T) {
 	t.Parallel()
-	m := readManifests(t)
+	m := readManifests(t, "adapter")
 	for _, want := range []string{
 		"Namespace/metricscale", "ServiceAccount/metricscale-adapter",
 		"ClusterRoleBinding/metricscale-adapter:system:auth-delegator", "RoleBinding/metricscale-adapter-auth-reader",
@@ -165,3 +165,127 @@ func TestManifests(t *testing.T) {
 }
 
 func pflagSet() *pflag.FlagSet { return pflag.NewFlagSet("manifests", pflag.ContinueOnError) }
+
+// TestMetricsAPIOverlay: manifests/metrics-api adds to the base exactly what
+// serving metrics.k8s.io needs — the APIService on the adapter's Service,
+// list and watch on nodes, read access for kubectl top — and a config whose
+// resource route goes to a Prometheus provider.
+func TestMetricsAPIOverlay(t *testing.T) {
+	t.Parallel()
+	m := readManifests(t, "metrics-api")
+	var names []string
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if got := strings.Join(names, " "); got != "APIService/v1beta1.metrics.k8s.io ClusterRole/metricscale-adapter-node-reader "+
+		"ClusterRole/metricscale:aggregated-metrics-reader ClusterRoleBinding/metricscale-adapter-node-reader" {
+		t.Errorf("overlay objects: %s", got)
+	}
+
+	// the kustomization builds on the base, lists its files, and replaces
+	// the config the Deployment mounts
+	var k struct {
+		Resources          []string `json:"resources"`
+		ConfigMapGenerator []struct {
+			Name, Namespace, Behavior string
+			Files                     []string
+		} `json:"configMapGenerator"`
+	}
+	data, err := os.ReadFile("../../manifests/metrics-api/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(k.Resources, "../adapter") {
+		t.Errorf("kustomization resources %v lack ../adapter", k.Resources)
+	}
+	for _, r := range k.Resources {
+		if _, err := os.Stat(filepath.Join("../../manifests/metrics-api", r)); err != nil {
+			t.Errorf("kustomization resource %s: %v", r, err)
+		}
+	}
+	if len(k.ConfigMapGenerator) != 1 {
+		t.Fatalf("configMapGenerator = %+v, want one", k.ConfigMapGenerator)
+	}
+	g := k.ConfigMapGenerator[0]
+	if g.Name != "metricscale-adapter-config" || g.Namespace != "metricscale" || g.Behavior != "replace" || !slices.Equal(g.Files, []string{"config.yaml"}) {
+		t.Errorf("configMapGenerator = %+v, want config.yaml replacing metricscale/metricscale-adapter-config", g)
+	}
+	cfgData, err := os.ReadFile("../../manifests/metrics-api/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(cfgData, Factories())
+	if err != nil {
+		t.Fatalf("manifests/metrics-api/config.yaml: %v", err)
+	}
+	types := map[string]string{}
+	for _, p := range cfg.Providers {
+		types[p.Name] = p.Type
+	}
+	resourceRoutes := 0
+	for _, r := range cfg.Routes {
+		if r.Kind == config.KindResource {
+			resourceRoutes++
+			if types[r.Provider] != "prometheus" {
+				t.Errorf("the resource route goes to %q (type %q), want a prometheus provider", r.Provider, types[r.Provider])
+			}
+		}
+	}
+	if resourceRoutes != 1 {
+		t.Errorf("%d resource routes, want 1", resourceRoutes)
+	}
+
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal(m["APIService/v1beta1.metrics.k8s.io"], &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]any{
+		"spec.group": "metrics.k8s.io", "spec.version": "v1beta1",
+		"spec.service.name": "metricscale-adapter", "spec.service.namespace": "metricscale", "spec.service.port": float64(443),
+	} {
+		got, _, _ := unstructured.NestedFieldNoCopy(u.Object, strings.Split(field, ".")...)
+		if got != want {
+			t.Errorf("APIService %s = %v, want %v", field, got, want)
+		}
+	}
+
+	// least privilege: each ClusterRole grants exactly this
+	grants := func(name string) string {
+		var cr rbacv1.ClusterRole
+		if err := yaml.UnmarshalStrict(m["ClusterRole/"+name], &cr); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range cr.Rules {
+			if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+				t.Errorf("%s rule %+v: want resources only", name, r)
+			}
+			verbs := slices.Sorted(slices.Values(r.Verbs))
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					out = append(out, schema.GroupResource{Group: g, Resource: res}.String()+":"+strings.Join(verbs, ","))
+				}
+			}
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	if got := grants("metricscale-adapter-node-reader"); got != "nodes:list,watch" {
+		t.Errorf("node reader grants %s, want nodes:list,watch", got)
+	}
+	if got := grants("metricscale:aggregated-metrics-reader"); got != "nodes.metrics.k8s.io:get,list pods.metrics.k8s.io:get,list" {
+		t.Errorf("aggregated metrics reader grants %s", got)
+	}
+	var rb rbacv1.ClusterRoleBinding
+	if err := yaml.UnmarshalStrict(m["ClusterRoleBinding/metricscale-adapter-node-reader"], &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.Name != "metricscale-adapter-node-reader" || len(rb.Subjects) != 1 ||
+		rb.Subjects[0].Name != "metricscale-adapter" || rb.Subjects[0].Namespace != "metricscale" {
+		t.Errorf("node reader binding: %+v %+v", rb.RoleRef, rb.Subjects)
+	}
+}
