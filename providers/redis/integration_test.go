@@ -216,6 +216,7 @@ var realMetrics = []map[string]any{
 	{"name": "redis_events_lag", "type": "streamLag", "key": "events"},
 	{"name": "redis_events_backlog", "type": "streamBacklog", "key": "events"},
 	{"name": "redis_broken_lag", "type": "streamLag", "key": "broken"},
+	{"name": "redis_trimmed_backlog", "type": "streamBacklog", "key": "trimmed"},
 }
 
 // TestRealServer reads every metric kind from a real redis-server, as the
@@ -255,6 +256,15 @@ func TestRealServer(t *testing.T) {
 	}
 	must(t, admin.XGroupCreate(ctx, "broken", "g", "0").Err())
 	must(t, admin.XDel(ctx, "broken", bids[4]).Err())
+
+	// a stream trimmed after its group read 2 of 10 entries: Redis' lag
+	// counts the 5 trimmed ones no consumer will get
+	for i := range 10 {
+		admin.XAdd(ctx, &goredis.XAddArgs{Stream: "trimmed", Values: []string{"n", strconv.Itoa(i)}})
+	}
+	must(t, admin.XGroupCreate(ctx, "trimmed", "g", "0").Err())
+	must(t, admin.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"trimmed", ">"}, Count: 2}).Err())
+	must(t, admin.XTrimMaxLen(ctx, "trimmed", 3).Err())
 
 	pwFile := filepath.Join(t.TempDir(), "password")
 	must(t, os.WriteFile(pwFile, []byte(aclPassword+"\n"), 0o600))
@@ -303,6 +313,13 @@ func TestRealServer(t *testing.T) {
 			"group=workers,stream=events": num("workers", "lag") + num("workers", "pending"),
 			"group=late,stream=events":    num("late", "lag") + num("late", "pending"),
 		})
+
+		// trimmed: the lag is capped at XLEN
+		tg := srv.cliGroups("trimmed")["g"]
+		if tg["lag"] != "8" || srv.cliInt("XLEN", "trimmed") != 3 || tg["pending"] != "2" {
+			t.Fatalf("redis-cli: trimmed has XLEN %d and group g %v, want 3, lag 8, pending 2", srv.cliInt("XLEN", "trimmed"), tg)
+		}
+		want("redis_trimmed_backlog", map[string]float64{"group=g,stream=trimmed": 3 + 2})
 
 		// redis-cli prints NULL as an empty line: the provider refuses
 		if lag := srv.cliGroups("broken")["g"]["lag"]; lag != "" {

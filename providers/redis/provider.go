@@ -149,10 +149,16 @@ func (p *Provider) read(ctx context.Context, b *batch) (*snapshot, error) {
 			keys = snap.keys[sc]
 		}
 		for _, k := range keys {
-			c := Command{Op: m.op(), Key: k}
-			if !queued[c] {
-				queued[c] = true
-				cmds = append(cmds, c)
+			ops := []Op{m.op()}
+			if m.needsLength() {
+				ops = append(ops, OpXLen)
+			}
+			for _, op := range ops {
+				c := Command{Op: op, Key: k}
+				if !queued[c] {
+					queued[c] = true
+					cmds = append(cmds, c)
+				}
 			}
 		}
 	}
@@ -194,6 +200,9 @@ func (m *metricSettings) op() Op {
 	return OpXInfoGroups
 }
 
+// needsLength: the lag is capped at the stream's length (groupLag).
+func (m *metricSettings) needsLength() bool { return m.Type == StreamLag || m.Type == StreamBacklog }
+
 // series computes the metric from a snapshot.
 func (m *metricSettings) series(snap *snapshot) ([]ondemand.Series, error) {
 	keys := []string{m.Key}
@@ -222,12 +231,20 @@ func (m *metricSettings) series(snap *snapshot) ([]ondemand.Series, error) {
 			out = append(out, ondemand.Series{Labels: lbls, Value: float64(r.N)})
 			continue
 		}
+		var length int64 = -1
+		if m.needsLength() && len(r.Groups) > 0 {
+			lr := snap.replies[Command{Op: OpXLen, Key: k}]
+			if lr.Err != nil {
+				return nil, fmt.Errorf("%s %q: %w", OpXLen, k, lr.Err)
+			}
+			length = lr.N
+		}
 		// a stream that does not exist has no groups: no series
 		for _, g := range r.Groups {
 			if m.Group != "" && g.Name != m.Group {
 				continue
 			}
-			v, err := m.groupValue(k, g)
+			v, err := m.groupValue(k, g, length)
 			if err != nil {
 				return nil, err
 			}
@@ -242,14 +259,21 @@ func (m *metricSettings) series(snap *snapshot) ([]ondemand.Series, error) {
 	return out, nil
 }
 
-// groupValue is the per-group figure the metric measures.
-func (m *metricSettings) groupValue(stream string, g Group) (int64, error) {
+// groupValue is the per-group figure the metric measures; length is the
+// stream's XLEN (-1 when not read).
+func (m *metricSettings) groupValue(stream string, g Group, length int64) (int64, error) {
 	if m.Type == StreamPending {
 		return g.Pending, nil
 	}
 	lag, err := groupLag(stream, g)
 	if err != nil {
 		return 0, err
+	}
+	// Redis counts entries trimmed (MAXLEN, XTRIM) before the group read
+	// them, which no consumer will ever get: at most XLEN entries are left
+	// to deliver.
+	if length >= 0 && lag > length {
+		lag = length
 	}
 	if m.Type == StreamLag {
 		return lag, nil

@@ -116,6 +116,21 @@ func TestStreamGroups(t *testing.T) {
 	}
 }
 
+func TestStreamLagCappedAtLength(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	// trimmed to 3 entries after the group read 2 of 10: Redis says lag 8
+	fake.streams["events"] = fakeStream{length: 3, groups: []Group{
+		{Name: "workers", Pending: 2, Lag: lag(8), LagReported: true},
+		{Name: "audit", Pending: 0, Lag: lag(1), LagReported: true},
+	}}
+	p, _ := build(t, streamMetrics, fake)
+	got, err := values(t, p, "default", "events_lag", "")
+	wantValues(t, got, err, map[string]float64{"group=workers,stream=events": 3, "group=audit,stream=events": 1})
+	got, err = values(t, p, "default", "events_backlog", "")
+	wantValues(t, got, err, map[string]float64{"group=workers,stream=events": 5, "group=audit,stream=events": 1})
+}
+
 func TestStreamLagUnknown(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
