@@ -13,6 +13,7 @@ import (
 	"github.com/metricscale/metricscale/providers/nats"
 	"github.com/metricscale/metricscale/providers/postgresql"
 	"github.com/metricscale/metricscale/providers/prometheus"
+	"github.com/metricscale/metricscale/providers/redis"
 )
 
 // Factories returns the known provider types by config type.
@@ -23,6 +24,7 @@ func Factories() map[string]providers.Factory {
 		nats.Type:       nats.Factory{},
 		postgresql.Type: postgresql.Factory{},
 		prometheus.Type: prometheus.Factory{},
+		redis.Type:      redis.Factory{},
 	}
 }
 
