@@ -17,7 +17,11 @@
 // providers/telemetry (the adapter's self-metrics), providers/providertest
 // (the conformance suite every provider's tests run).
 //
-// Types: memory (providers/memory), prometheus (providers/prometheus).
+// Types: memory (providers/memory), prometheus (providers/prometheus), and
+// the queue backends, which read their broker on demand through
+// providers/ondemand (per-metric cache TTL, coalesced reads, selectors and
+// namespaces applied in the adapter): rabbitmq, redis, kafka, postgresql,
+// nats (providers/<type>, each with a README).
 //
 // Errors returned by providers must carry API semantics; use the constructors
 // in this package:
