@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# hack/bench-adapter.sh — the adapter's benchmark of issue 9 §5 on the local cluster.
+#
+#   hack/cluster.sh up                 # first, with Prometheus (the default)
+#   hack/bench-adapter.sh [--duration 30s] [--clients 8] [--series 10000] [--pods 20]
+#                         [--selectors 1000] [--cache-ttl 2s] [--no-cache-on] [--keep]
+#
+# It sets N queue series queue_messages_ready{namespace="metricscale-bench",queue="q-I"} in
+# hack/exporter (POST /set), runs a Deployment of 20 pods on the fake nodes in namespace
+# metricscale-bench, and runs hack/loadgen (8 clients, 30 s per case) against the Prometheus
+# metrics of hack/adapter-config.yaml:
+#   selector    external prom_queue_messages_ready?labelSelector=queue=q-I, rotating over 1,000 I
+#   all-series  external prom_queue_messages_ready, every series
+#   pods        custom pods/*/prom_container_cpu_usage?labelSelector=app=bench-web
+# each direct to the adapter's port (6444) and through the kube-apiserver (6443, the aggregation
+# layer), with a bearer token of a service account allowed to read the metrics APIs.
+#
+# Result cache: "off" is the running adapter (hack/adapter-config.yaml sets no queryCacheTTL).
+# Unless --no-cache-on, "on" is a second adapter process this script starts with the running
+# one's arguments, another port and the same config plus queryCacheTTL (--cache-ttl): direct
+# only, since the aggregator routes to the first.
+#
+# Per case it prints q/s, p50/p99 and errors (from the clients), the adapter process' CPU-seconds
+# per 1,000 queries and RSS (from /proc), and PromQL queries per API query (Prometheus' own
+# request counter: other clients of that Prometheus, such as the autoscaler, add to it).
+# Direct requests skip verifying the adapter's serving certificate (loopback; only measured).
+#
+# It fails at once if no local cluster is up. It removes what it created (namespace, RBAC, the
+# second adapter) unless --keep; the queue series stay in hack/exporter (its POST /reset would
+# also remove other tests' series).
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DURATION=30s CLIENTS=8 SERIES=10000 PODS=20 SELECTORS=1000 CACHE_TTL=2s CACHE_ON=true KEEP=false
+NS=metricscale-bench
+APISERVER_PORT=${METRICSCALE_APISERVER_PORT:-6443}
+ADAPTER_PORT=${METRICSCALE_ADAPTER_PORT:-6444}
+CACHED_PORT=${METRICSCALE_BENCH_ADAPTER_PORT:-6454}
+CACHED_PUSH_PORT=${METRICSCALE_BENCH_PUSH_PORT:-6455}
+
+die() {
+  printf 'bench-adapter: error: %s\n' "$*" >&2
+  exit 1
+}
+log() { printf '%s\n' "$*" >&2; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --duration) DURATION=$2; shift 2 ;;
+    --clients) CLIENTS=$2; shift 2 ;;
+    --series) SERIES=$2; shift 2 ;;
+    --pods) PODS=$2; shift 2 ;;
+    --selectors) SELECTORS=$2; shift 2 ;;
+    --cache-ttl) CACHE_TTL=$2; shift 2 ;;
+    --no-cache-on) CACHE_ON=false; shift ;;
+    --keep) KEEP=true; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+((SELECTORS <= SERIES)) || die "--selectors ($SELECTORS) must not exceed --series ($SERIES)"
+
+# ---------------------------------------------------------------- the cluster
+
+ENV_OUT=$("$REPO_ROOT/hack/cluster.sh" env 2>&1) ||
+  die "no local cluster is up (hack/cluster.sh env: ${ENV_OUT//$'\n'/ }); start one with: hack/cluster.sh up"
+eval "$ENV_OUT"
+[[ -n ${METRICSCALE_PROMETHEUS_URL:-} && -n ${METRICSCALE_EXPORTER_URL:-} ]] ||
+  die "the local cluster runs without Prometheus or hack/exporter; start it with: hack/cluster.sh up (not --no-prometheus)"
+curl -fsS -o /dev/null "$METRICSCALE_PROMETHEUS_URL/-/ready" ||
+  die "Prometheus at $METRICSCALE_PROMETHEUS_URL is not ready (stopped with hack/cluster.sh stop-prometheus?)"
+ADAPTER_PIDFILE=$METRICSCALE_CLUSTER_DIR/run/metricscale-adapter.pid
+ADAPTER_PID=$(head -n 1 "$ADAPTER_PIDFILE" 2>/dev/null) && [[ -d /proc/$ADAPTER_PID ]] ||
+  die "the adapter of the local cluster is not running (no live pid in $ADAPTER_PIDFILE)"
+KUBECTL=("$METRICSCALE_KUBECTL" --kubeconfig "$KUBECONFIG")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-adapter.XXXXXX")
+CACHED_PID=''
+cleanup() {
+  local rc=$?
+  if [[ -n $CACHED_PID ]]; then
+    kill "$CACHED_PID" 2>/dev/null || true
+    wait "$CACHED_PID" 2>/dev/null || true
+  fi
+  if [[ $KEEP == false ]]; then
+    "${KUBECTL[@]}" delete namespace "$NS" --wait=false --ignore-not-found >/dev/null 2>&1 || true
+    "${KUBECTL[@]}" delete clusterrolebinding,clusterrole metricscale-bench --ignore-not-found >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+  else
+    log "kept: namespace $NS, clusterrole(binding) metricscale-bench, $WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "==> building hack/loadgen"
+(cd "$REPO_ROOT" && go build -o "$WORK/loadgen" ./hack/loadgen) || die "building hack/loadgen failed"
+
+log "==> namespace $NS, a reader service account, $PODS pods on the fake nodes"
+"${KUBECTL[@]}" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $NS}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: reader, namespace: $NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: metricscale-bench}
+rules:
+- apiGroups: [custom.metrics.k8s.io, external.metrics.k8s.io]
+  resources: ["*"]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: metricscale-bench}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: metricscale-bench}
+subjects:
+- {kind: ServiceAccount, name: reader, namespace: $NS}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench-web, namespace: $NS}
+spec:
+  replicas: $PODS
+  selector: {matchLabels: {app: bench-web}}
+  template:
+    metadata:
+      labels: {app: bench-web}
+      annotations: {kwok.x-k8s.io/usage-cpu: 100m}
+    spec:
+      nodeSelector: {type: kwok}
+      tolerations: [{key: kwok.x-k8s.io/node, operator: Equal, value: fake, effect: NoSchedule}]
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10
+        resources: {requests: {cpu: 10m, memory: 16Mi}}
+EOF
+"${KUBECTL[@]}" -n "$NS" rollout status deployment/bench-web --timeout=120s >/dev/null ||
+  die "the $PODS pods of deployment $NS/bench-web did not become ready"
+"${KUBECTL[@]}" -n "$NS" create token reader --duration=2h >"$WORK/token"
+"${KUBECTL[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+  base64 -d >"$WORK/apiserver-ca.crt"
+
+log "==> $SERIES queue series into hack/exporter"
+awk -v n="$SERIES" -v ns="$NS" 'BEGIN { for (i = 0; i < n; i++) printf "queue_messages_ready{namespace=\"%s\",queue=\"q-%d\"} %d\n", ns, i, i }' >"$WORK/series.txt"
+curl -fsS -X POST --data-binary @"$WORK/series.txt" "$METRICSCALE_EXPORTER_URL/set" ||
+  die "POST $METRICSCALE_EXPORTER_URL/set failed"
+
+EXT=/apis/external.metrics.k8s.io/v1beta1/namespaces/$NS/prom_queue_messages_ready
+PODS_PATH="/apis/custom.metrics.k8s.io/v1beta2/namespaces/$NS/pods/*/prom_container_cpu_usage?labelSelector=app%3Dbench-web"
+
+# items BASE PATH — the number of items the adapter (or aggregator) at BASE answers, or 0.
+items() {
+  curl -sS -k -H "Authorization: Bearer $(cat "$WORK/token")" "$1$2" 2>/dev/null | jq -r '(.items // []) | length' 2>/dev/null || echo 0
+}
+
+# wait_items BASE PATH WANT WHAT — until the answer has WANT items (relist, scrapes, rate window).
+wait_items() {
+  local i n=0
+  for ((i = 0; i < 120; i++)); do
+    n=$(items "$1" "$2")
+    [[ $n == "$3" ]] && return 0
+    sleep 1
+  done
+  die "$4: $n items after 120s, want $3 (GET $1$2)"
+}
+
+# ---------------------------------------------------------------- measuring
+
+promql_count() {
+  curl -fsS "$METRICSCALE_PROMETHEUS_URL/metrics" |
+    awk '/^prometheus_http_requests_total\{/ && /handler="\/api\/v1\/query"/ { s += $NF } END { printf "%.0f\n", s }'
+}
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+rss_mb() { awk '/^VmRSS:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
+CLK_TCK=$(getconf CLK_TCK)
+
+printf '%-11s %-10s %-5s %8s %8s %8s %7s %9s %12s %7s\n' \
+  case via cache "q/s" "p50-ms" "p99-ms" errors promql/q cpu-s/1000q rss-MB >"$WORK/table"
+
+# run CASE VIA CACHE PID BASE URLFILE — one 30 s run of loadgen, one line of the table.
+run() {
+  local name=$1 via=$2 cache=$3 pid=$4 base=$5 urls=$6 ca=()
+  [[ $via == aggregator ]] && ca=(-cacert "$WORK/apiserver-ca.crt") || ca=(-insecure)
+  sed "s|^|$base|" "$urls" >"$WORK/urls.run"
+  local q0 c0 out
+  q0=$(promql_count) c0=$(cpu_ticks "$pid")
+  out=$("$WORK/loadgen" -c "$CLIENTS" -d "$DURATION" -token-file "$WORK/token" "${ca[@]}" -urls-file "$WORK/urls.run" -json) ||
+    die "loadgen failed for $name via $via"
+  local q1 c1
+  q1=$(promql_count) c1=$(cpu_ticks "$pid")
+  local n
+  n=$(jq -r .requests <<<"$out")
+  ((n > 0)) || die "$name via $via: no answers ($(jq -r '.firstError // ""' <<<"$out"))"
+  printf '%-11s %-10s %-5s %8.0f %8.2f %8.2f %7d %9.3f %12.3f %7s\n' "$name" "$via" "$cache" \
+    "$(jq -r .qps <<<"$out")" "$(jq -r '.p50 / 1e6' <<<"$out")" "$(jq -r '.p99 / 1e6' <<<"$out")" \
+    "$(jq -r .errors <<<"$out")" "$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN { print (b - a) / n }')" \
+    "$(awk -v a="$c0" -v b="$c1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { print (b - a) / hz / n * 1000 }')" \
+    "$(rss_mb "$pid")" | tee -a "$WORK/table" >&2
+  if [[ $(jq -r .errors <<<"$out") != 0 ]]; then
+    log "    first error: $(jq -r '.firstError // ""' <<<"$out")"
+  fi
+}
+
+awk -v n="$SELECTORS" -v p="$EXT" 'BEGIN { for (i = 0; i < n; i++) printf "%s?labelSelector=queue%%3Dq-%d\n", p, (i * 7919) % n }' >"$WORK/selector.urls"
+echo "$EXT" >"$WORK/all-series.urls"
+echo "$PODS_PATH" >"$WORK/pods.urls"
+
+DIRECT=https://127.0.0.1:$ADAPTER_PORT
+AGGREGATOR=https://127.0.0.1:$APISERVER_PORT
+log "==> waiting for the adapter to serve $SERIES series and $PODS pods"
+wait_items "$DIRECT" "$EXT" "$SERIES" "$EXT (relist, then Prometheus' scrape)"
+wait_items "$DIRECT" "$PODS_PATH" "$PODS" "pods metric (cAdvisor series of the pods, a 20s rate)"
+wait_items "$AGGREGATOR" "$EXT" "$SERIES" "$EXT through the aggregator"
+
+log "==> cache off: the running adapter (pid $ADAPTER_PID), $CLIENTS clients, $DURATION per case"
+for via in direct aggregator; do
+  base=$DIRECT
+  [[ $via == aggregator ]] && base=$AGGREGATOR
+  for c in selector all-series pods; do
+    run "$c" "$via" off "$ADAPTER_PID" "$base" "$WORK/$c.urls"
+  done
+done
+
+if [[ $CACHE_ON == true ]]; then
+  log "==> cache on: a second adapter with queryCacheTTL $CACHE_TTL on port $CACHED_PORT (direct only)"
+  mapfile -d '' ARGS <"/proc/$ADAPTER_PID/cmdline"
+  CONFIG=''
+  NEWARGS=()
+  for a in "${ARGS[@]:1}"; do
+    case $a in
+      --secure-port=*) NEWARGS+=("--secure-port=$CACHED_PORT") ;;
+      --push-port=*) NEWARGS+=("--push-port=$CACHED_PUSH_PORT") ;;
+      --config=*) CONFIG=${a#--config=}; NEWARGS+=("--config=$WORK/config-cached.yaml") ;;
+      *) NEWARGS+=("$a") ;;
+    esac
+  done
+  [[ -n $CONFIG ]] || die "the running adapter has no --config: no Prometheus provider to cache"
+  # queryCacheTTL next to every prometheus provider's url (replacing one already set).
+  awk -v ttl="$CACHE_TTL" '
+    /^ *queryCacheTTL:/ { next }
+    /^ *- *name:/ { prom = 0 }
+    /^ *type: *prometheus *$/ { prom = 1 }
+    { print }
+    prom && /^ *url:/ { match($0, /^ */); printf "%squeryCacheTTL: %s\n", substr($0, 1, RLENGTH), ttl; prom = 0 }
+  ' "$CONFIG" >"$WORK/config-cached.yaml"
+  grep -q "queryCacheTTL: $CACHE_TTL" "$WORK/config-cached.yaml" || die "could not set queryCacheTTL in a copy of $CONFIG"
+  "${ARGS[0]}" "${NEWARGS[@]}" >"$WORK/adapter-cached.log" 2>&1 &
+  CACHED_PID=$!
+  CACHED=https://127.0.0.1:$CACHED_PORT
+  for ((i = 0; i < 60; i++)); do
+    curl -fsS -k -o /dev/null "$CACHED/readyz" 2>/dev/null && break
+    [[ -d /proc/$CACHED_PID ]] || die "the second adapter exited; see $WORK/adapter-cached.log (--keep keeps it)"
+    sleep 1
+  done
+  wait_items "$CACHED" "$EXT" "$SERIES" "$EXT from the second adapter"
+  wait_items "$CACHED" "$PODS_PATH" "$PODS" "pods metric from the second adapter"
+  for c in selector all-series pods; do
+    run "$c" direct "on" "$CACHED_PID" "$CACHED" "$WORK/$c.urls"
+  done
+fi
+
+echo
+cat "$WORK/table"
+echo
+echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); promql/q: Prometheus' /api/v1/query"
+echo "requests per API query, from every client of that Prometheus. Goals (issue 9 §5): selector ≥ 8,000 q/s"
+echo "direct and ≥ 2,000 through the aggregator, pods ≥ 5,000 q/s, all-series ≥ 200 q/s."
