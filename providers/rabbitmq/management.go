@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -92,8 +93,12 @@ func (m *httpManagement) Queues(ctx context.Context, vhost string) ([]queueStats
 	req.Header.Set("Accept", "application/json")
 	resp, err := m.client.Do(req)
 	if err != nil {
-		// *url.Error names the URL, which holds no credentials
-		return nil, fmt.Errorf("management API: %w", err)
+		// the cause without the request URL's long query
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("management API at %s: %w", m.base.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
