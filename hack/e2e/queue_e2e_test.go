@@ -21,7 +21,7 @@ import (
 )
 
 // queueBackends are the backends with an e2e; each must run in the cluster.
-var queueBackends = []func() queueBackend{kafkaBackend, natsBackend, postgresqlBackend, redisBackend}
+var queueBackends = []func() queueBackend{kafkaBackend, natsBackend, postgresqlBackend, rabbitmqBackend, redisBackend}
 
 // queueValue reads b's metric through the aggregator: the sum of its items (one per
 // series the selector picks) and the raw answer.

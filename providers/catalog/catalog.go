@@ -13,6 +13,7 @@ import (
 	"github.com/metricscale/metricscale/providers/nats"
 	"github.com/metricscale/metricscale/providers/postgresql"
 	"github.com/metricscale/metricscale/providers/prometheus"
+	"github.com/metricscale/metricscale/providers/rabbitmq"
 	"github.com/metricscale/metricscale/providers/redis"
 )
 
@@ -24,6 +25,7 @@ func Factories() map[string]providers.Factory {
 		nats.Type:       nats.Factory{},
 		postgresql.Type: postgresql.Factory{},
 		prometheus.Type: prometheus.Factory{},
+		rabbitmq.Type:   rabbitmq.Factory{},
 		redis.Type:      redis.Factory{},
 	}
 }
