@@ -132,9 +132,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := server.GenericAPIServer.AddReadyzChecks(checks...); err != nil {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
+	installProviderz(server.GenericAPIServer.Handler.NonGoRestfulMux, reg)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer closeProviders(reg)
 	lister.Start(ctx)
 	for _, in := range reg.Instances() {
 		if r, ok := in.Provider.(providers.Runner); ok {
@@ -146,6 +148,7 @@ func (o *Options) Run(ctx context.Context) error {
 		defer t.Stop()
 		for {
 			reg.UpdateSeriesGauge()
+			updateProviderUp(reg)
 			select {
 			case <-ctx.Done():
 				return
