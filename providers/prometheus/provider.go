@@ -89,7 +89,7 @@ func newProvider(name string, s *settings, deps providers.Deps) (*Provider, erro
 	}
 	p := &Provider{
 		name: name, s: s, set: set, client: c, resolver: res, objects: deps.Objects, clock: clk,
-		series: map[string][]pmodel.LabelSet{},
+		series: map[string][]pmodel.LabelSet{}, queries: map[wholeQueryKey]string{},
 	}
 	p.disc.Store(&rules.Discovery{Custom: map[rules.CustomKey]rules.Entry{}, External: map[string]rules.Entry{}})
 	return p, nil
@@ -109,6 +109,9 @@ type Provider struct {
 
 	relistMu sync.Mutex
 	series   map[string][]pmodel.LabelSet // last answer per seriesQuery
+
+	queriesMu sync.RWMutex
+	queries   map[wholeQueryKey]string // see wholeQuery
 
 	mu       sync.Mutex
 	relisted bool
@@ -437,7 +440,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 // rules.Query.BuildAll) and returns its values by object name, prepared
 // once per result; with several samples for one object the last wins.
 func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Resource, ns, metric string, metricSelector labels.Selector) (objectSet, error) {
-	q, err := e.Rule.QueryAll(e.Series, res.GR, ns, metricSelector)
+	q, err := p.wholeQuery(e, res.GR, ns, metricSelector, func() (string, error) {
+		return e.Rule.QueryAll(e.Series, res.GR, ns, metricSelector)
+	})
 	if err != nil {
 		return nil, p.queryError(e, metric, metricSelector, err)
 	}
@@ -445,11 +450,11 @@ func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Re
 	if err != nil {
 		return nil, err
 	}
-	label, err := e.Rule.Converter().LabelForResource(res.GR)
-	if err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s: metric %s: %w", e.Rule.Field, metric, err))
-	}
 	v, err := r.derived("objects\x00"+metric+"\x00"+res.GR.String(), func(v pmodel.Value) (any, error) {
+		label, err := e.Rule.Converter().LabelForResource(res.GR)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Rule.Field, err)
+		}
 		vec, err := vectorOf(v)
 		if err != nil {
 			return nil, err
@@ -527,7 +532,9 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 // externalSet runs an external rule's query with sel as matchers and
 // returns its answer prepared once per result.
 func (p *Provider) externalSet(ctx context.Context, e rules.Entry, namespace, metric string, sel labels.Selector) (*externalSet, error) {
-	q, err := e.Rule.ExternalQuery(e.Series, namespace, sel)
+	q, err := p.wholeQuery(e, schema.GroupResource{}, namespace, sel, func() (string, error) {
+		return e.Rule.ExternalQuery(e.Series, namespace, sel)
+	})
 	if err != nil {
 		return nil, p.queryError(e, metric, sel, err)
 	}
@@ -540,6 +547,45 @@ func (p *Provider) externalSet(ctx context.Context, e rules.Entry, namespace, me
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
 	}
 	return v.(*externalSet), nil
+}
+
+// wholeQueryKey names a query rendered without a metric selector.
+type wholeQueryKey struct {
+	rule      *rules.Rule
+	series    string
+	gr        schema.GroupResource
+	namespace string
+}
+
+// maxWholeQueries bounds the rendered queries kept (one per metric,
+// resource and namespace asked for).
+const maxWholeQueries = 10000
+
+// wholeQuery returns render's query, kept when sel is empty: those few
+// queries answer most requests, and rendering a template each time costs
+// more than the rest of a cached answer.
+func (p *Provider) wholeQuery(e rules.Entry, gr schema.GroupResource, namespace string, sel labels.Selector, render func() (string, error)) (string, error) {
+	if sel != nil && !sel.Empty() {
+		return render()
+	}
+	k := wholeQueryKey{rule: e.Rule, series: e.Series, gr: gr, namespace: namespace}
+	p.queriesMu.RLock()
+	q, ok := p.queries[k]
+	p.queriesMu.RUnlock()
+	if ok {
+		return q, nil
+	}
+	q, err := render()
+	if err != nil {
+		return "", err
+	}
+	p.queriesMu.Lock()
+	if len(p.queries) >= maxWholeQueries {
+		clear(p.queries)
+	}
+	p.queries[k] = q
+	p.queriesMu.Unlock()
+	return q, nil
 }
 
 // externalList wraps items (shared, read-only) in a list, or says no value.
