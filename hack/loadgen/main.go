@@ -46,6 +46,7 @@ func run(args []string) error {
 	http1 := fs.Bool("http1", false, "HTTP/1.1 only (default: HTTP/2 when the server offers it)")
 	shared := fs.Bool("shared-conn", false, "all clients share one connection pool (default: one each, as separate callers)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	accept := fs.String("accept", "", "Accept header, e.g. application/vnd.kubernetes.protobuf (default: none, JSON)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func run(args []string) error {
 		}
 		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
-	cfg := load.Config{URLs: urls, Clients: *clients, Duration: *duration, Requests: *requests, Token: tok, Client: newClient()}
+	cfg := load.Config{URLs: urls, Clients: *clients, Duration: *duration, Requests: *requests, Token: tok, Accept: *accept, Client: newClient()}
 	if !*shared {
 		cfg.NewClient = newClient
 	}

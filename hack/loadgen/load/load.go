@@ -31,6 +31,9 @@ type Config struct {
 	Requests int
 	// Token is sent as a bearer token.
 	Token string
+	// Accept, if set, is the Accept header (say
+	// application/vnd.kubernetes.protobuf, as kube-controller-manager asks).
+	Accept string
 	// Client sends the requests (its transport carries TLS and client
 	// certificates); NewClient, if set, gives each client its own instead
 	// (its own connection, as separate callers have).
@@ -136,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					return
 				}
 				t0 := time.Now()
-				code, err := get(ctx, hc, cfg.URLs[i%len(cfg.URLs)], cfg.Token)
+				code, err := get(ctx, hc, cfg.URLs[i%len(cfg.URLs)], cfg.Token, cfg.Accept)
 				if err != nil && ctx.Err() != nil {
 					return // cut by the deadline: not an answer
 				}
@@ -170,13 +173,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return r, nil
 }
 
-func get(ctx context.Context, hc *http.Client, url, token string) (int, error) {
+func get(ctx context.Context, hc *http.Client, url, token, accept string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

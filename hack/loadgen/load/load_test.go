@@ -62,10 +62,13 @@ func TestSummarize(t *testing.T) {
 // fails, and checks the counts, the rotation and the bearer token.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	var good, bad, noToken atomic.Int64
+	var good, bad, noToken, noAccept atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
 			noToken.Add(1)
+		}
+		if r.Header.Get("Accept") != "application/x-test" {
+			noAccept.Add(1)
 		}
 		if strings.HasSuffix(r.URL.Path, "/bad") {
 			bad.Add(1)
@@ -77,7 +80,7 @@ func TestRun(t *testing.T) {
 	}))
 	defer srv.Close()
 	r, err := Run(context.Background(), Config{
-		URLs: []string{srv.URL + "/good", srv.URL + "/bad"}, Clients: 4, Requests: 100, Token: "tok", Client: srv.Client(),
+		URLs: []string{srv.URL + "/good", srv.URL + "/bad"}, Clients: 4, Requests: 100, Token: "tok", Accept: "application/x-test", Client: srv.Client(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +94,8 @@ func TestRun(t *testing.T) {
 	if bad.Load() == 0 || good.Load() == 0 {
 		t.Errorf("rotation: %d good, %d bad", good.Load(), bad.Load())
 	}
-	if noToken.Load() != 0 {
-		t.Errorf("%d requests without the token", noToken.Load())
+	if noToken.Load() != 0 || noAccept.Load() != 0 {
+		t.Errorf("%d requests without the token, %d without the Accept header", noToken.Load(), noAccept.Load())
 	}
 	if !strings.Contains(r.FirstErr, "HTTP 503") {
 		t.Errorf("first error %q", r.FirstErr)
