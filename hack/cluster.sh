@@ -952,6 +952,11 @@ start_adapter() {
   printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$ns" | apply || die "creating namespace $ns failed"
   local adapter_kubeconfig
   adapter_kubeconfig=$(serviceaccount_kubeconfig "$ns" "$sa" manifests/adapter/rbac.yaml "$adapter_dir")
+  if [[ $PROMETHEUS == true ]]; then
+    # hack/adapter-config.yaml serves metrics.k8s.io: the adapter also watches nodes.
+    "${KC[@]}" apply -f "$REPO_ROOT/manifests/metrics-api/rbac.yaml" >>"$LOGS/$sa-rbac.log" 2>&1 ||
+      die "applying manifests/metrics-api/rbac.yaml failed (see $LOGS/$sa-rbac.log)"
+  fi
   # With Prometheus: hack/adapter-config.yaml, the memory provider (push, every name) and a
   # prometheus provider for the prom_* names; copied, so that the running config stays as read.
   local config=()
@@ -1125,7 +1130,8 @@ backend() {
   if [[ $action == install ]]; then
     bash "$BACKENDS_DIR/$name.sh" install || die "installing the $name backend failed"
   else
-    bash "$BACKENDS_DIR/$name.sh" "$action" "$DIR" || die "$action of the $name backend failed (logs in $DIR/$name)"
+    # 8>&-: the servers it starts must not hold the state folder's lock (stop-prometheus, down).
+    bash "$BACKENDS_DIR/$name.sh" "$action" "$DIR" 8>&- || die "$action of the $name backend failed (logs in $DIR/$name)"
   fi
   log "    $name: $action done in $(secs $(($(now_ms) - t0)))"
 }
