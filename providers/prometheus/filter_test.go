@@ -3,8 +3,10 @@ package prometheus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +245,47 @@ func TestFilterableRequirement(t *testing.T) {
 		if got := filterableRequirement(&reqs[0]); got != tc.want {
 			t.Errorf("%q: %v, want %v", tc.sel, got, tc.want)
 		}
+	}
+}
+
+// TestWholeMetricConcurrentSelectors: concurrent selectors share one
+// answer, its lazily built index included (run with -race).
+func TestWholeMetricConcurrentSelectors(t *testing.T) {
+	t.Parallel()
+	var all []sample
+	for i := range 200 {
+		all = append(all, queueSample(fmt.Sprintf("q-%d", i), strconv.Itoa(i)))
+	}
+	rec := &recordingAnswer{table: map[string][]sample{`sum(queue_messages_ready{namespace="default"}) by (queue)`: all}}
+	f := newFakeProm(t)
+	f.addTestSeries()
+	f.answer = rec.answer
+	p := newTestProvider(t, f, `"queryCacheTTL":"1m"`, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < 200; i += 16 {
+				list, err := p.GetExternalMetric(context.Background(), "default", mustSelector(t, fmt.Sprintf("queue=q-%d", i)), queueInfo)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(list.Items) != 1 || list.Items[0].Value.Value() != int64(i) {
+					errs <- fmt.Errorf("q-%d: %+v", i, list.Items)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if qs := rec.take(); len(qs) != 1 {
+		t.Errorf("%d PromQL queries for 200 selectors, want 1", len(qs))
 	}
 }
