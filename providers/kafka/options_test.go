@@ -2,12 +2,11 @@ package kafka
 
 import (
 	"encoding/json"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/providers"
 )
@@ -160,32 +159,8 @@ func TestNewSecret(t *testing.T) {
 // adapter config fragment, and validates its provider's options.
 func TestBackendsConfig(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../hack/backends/kafka.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		Providers []struct {
-			Name    string          `json:"name"`
-			Type    string          `json:"type"`
-			Timeout string          `json:"timeout"`
-			Options json.RawMessage `json:"options"`
-		} `json:"providers"`
-		Routes []struct {
-			Metric   string `json:"metric"`
-			Provider string `json:"provider"`
-		} `json:"routes"`
-	}
-	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "kafka" || cfg.Providers[0].Type != Type {
-		t.Fatalf("want one provider named kafka of type kafka, got %+v", cfg.Providers)
-	}
-	if len(cfg.Routes) != 1 || cfg.Routes[0].Metric != "kafka_*" || cfg.Routes[0].Provider != "kafka" {
-		t.Errorf("want one route kafka_* → kafka, got %+v", cfg.Routes)
-	}
-	o, err := decode("providers[0].options", cfg.Providers[0].Options)
+	raw := providertest.BackendFragment(t, Type, Factory{})
+	o, err := decode("providers[0].options", raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,9 @@ package nats
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"strings"
 	"testing"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/providers"
 )
@@ -107,37 +102,7 @@ func TestValidate(t *testing.T) {
 // fragment, through the adapter's own config parser and Factory.Validate.
 func TestBackendsConfig(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "..", "hack", "backends", "nats.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// the adapter config's shape (adapter/config), strictly: a typo fails
-	var cfg struct {
-		Providers []struct {
-			Name    string          `json:"name"`
-			Type    string          `json:"type"`
-			Timeout metav1.Duration `json:"timeout"`
-			Options json.RawMessage `json:"options"`
-		} `json:"providers"`
-		Routes []struct {
-			Metric   string `json:"metric"`
-			Provider string `json:"provider"`
-		} `json:"routes"`
-	}
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		t.Fatalf("hack/backends/nats.yaml: %v", err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "nats" || cfg.Providers[0].Type != Type {
-		t.Fatalf("want one provider named nats of type nats, got %+v", cfg.Providers)
-	}
-	pc := cfg.Providers[0]
-	if pc.Timeout.Duration != 2*time.Second {
-		t.Errorf("timeout %s, want 2s", pc.Timeout.Duration)
-	}
-	if err := (Factory{}).Validate("providers[0].options", pc.Options); err != nil {
-		t.Fatalf("hack/backends/nats.yaml: %v", err)
-	}
-	o, err := parseOptions("options", pc.Options)
+	o, err := parseOptions("options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +120,5 @@ func TestBackendsConfig(t *testing.T) {
 	}
 	if !backlog {
 		t.Error("no metric serves the backlog of stream E2E consumer e2e-jobs")
-	}
-	routed := false
-	for _, r := range cfg.Routes {
-		routed = routed || (r.Metric == "nats_*" && r.Provider == "nats")
-	}
-	if !routed {
-		t.Errorf("no route nats_* → nats in %+v", cfg.Routes)
 	}
 }

@@ -2,13 +2,10 @@ package postgresql
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"strings"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 const goodMetric = `{"name": "postgresql_jobs_pending", "query": "SELECT queue, count(*) AS value FROM jobs WHERE state = 'pending' GROUP BY queue"}`
@@ -140,40 +137,11 @@ func TestDefaults(t *testing.T) {
 // config fragment, through Validate.
 func TestHackConfig(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "..", "hack", "backends", "postgresql.yaml"))
+	s, err := parseOptions("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct {
-		Providers []struct {
-			Name    string          `json:"name"`
-			Type    string          `json:"type"`
-			Timeout string          `json:"timeout"`
-			Options json.RawMessage `json:"options"`
-		} `json:"providers"`
-		Routes []struct {
-			Metric   string `json:"metric"`
-			Provider string `json:"provider"`
-		} `json:"routes"`
-	}
-	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "postgresql" || cfg.Providers[0].Type != Type {
-		t.Fatalf("want one provider named postgresql of type %s, got %+v", Type, cfg.Providers)
-	}
-	if len(cfg.Routes) != 1 || cfg.Routes[0].Metric != "postgresql_*" || cfg.Routes[0].Provider != "postgresql" {
-		t.Errorf("want the route postgresql_* → postgresql, got %+v", cfg.Routes)
-	}
-	p := cfg.Providers[0]
-	timeout, err := time.ParseDuration(p.Timeout)
-	if err != nil {
-		t.Fatalf("timeout %q: %v", p.Timeout, err)
-	}
-	if err := (Factory{}).Validate("providers[0].options", p.Options); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := parseOptions("providers[0].options", p.Options)
+	const timeout = 2 * time.Second // BackendFragment's
 	if s.statementTimeout >= timeout {
 		t.Errorf("statementTimeout %s is not below the provider timeout %s", s.statementTimeout, timeout)
 	}

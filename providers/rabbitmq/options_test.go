@@ -2,12 +2,11 @@ package rabbitmq
 
 import (
 	"encoding/json"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/providers"
 )
@@ -133,35 +132,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 // TestHackConfig validates the local cluster's provider options.
 func TestHackConfig(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "..", "hack", "backends", "rabbitmq.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		Providers []struct {
-			Name    string          `json:"name"`
-			Type    string          `json:"type"`
-			Timeout string          `json:"timeout"`
-			Options json.RawMessage `json:"options"`
-		} `json:"providers"`
-		Routes []struct {
-			Metric   string `json:"metric"`
-			Provider string `json:"provider"`
-		} `json:"routes"`
-	}
-	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "rabbitmq" || cfg.Providers[0].Type != Type {
-		t.Fatalf("want one provider rabbitmq of type %s, got %+v", Type, cfg.Providers)
-	}
-	if len(cfg.Routes) != 1 || cfg.Routes[0].Metric != "rabbitmq_*" || cfg.Routes[0].Provider != "rabbitmq" {
-		t.Fatalf("want the route rabbitmq_* → rabbitmq, got %+v", cfg.Routes)
-	}
-	if err := (Factory{}).Validate("providers[0].options", cfg.Providers[0].Options); err != nil {
-		t.Fatal(err)
-	}
-	s, err := decode("options", cfg.Providers[0].Options)
+	s, err := decode("options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,51 +1,16 @@
 package redis
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // TestHackBackendConfig loads the local cluster's fragment
 // (hack/backends/redis.yaml) through Factory.Validate, as check-config does.
 func TestHackBackendConfig(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "..", "hack", "backends", "redis.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// hack/cluster.sh substitutes its state folder
-	data = []byte(strings.ReplaceAll(string(data), "@CLUSTER_DIR@", t.TempDir()))
-	var cfg struct {
-		Providers []struct {
-			Name    string          `json:"name"`
-			Type    string          `json:"type"`
-			Timeout string          `json:"timeout"`
-			Options json.RawMessage `json:"options"`
-		} `json:"providers"`
-		Routes []struct {
-			Metric   string `json:"metric"`
-			Provider string `json:"provider"`
-		} `json:"routes"`
-	}
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Providers) != 1 || cfg.Providers[0].Name != "redis" || cfg.Providers[0].Type != Type || cfg.Providers[0].Timeout != "2s" {
-		t.Fatalf("providers = %+v, want one named redis of type %s with timeout 2s", cfg.Providers, Type)
-	}
-	if len(cfg.Routes) != 1 || cfg.Routes[0].Metric != "redis_*" || cfg.Routes[0].Provider != "redis" {
-		t.Errorf("routes = %+v, want redis_* to redis", cfg.Routes)
-	}
-	raw := cfg.Providers[0].Options
-	if err := (Factory{}).Validate("providers[0].options", raw); err != nil {
-		t.Fatal(err)
-	}
-	s, err := parse("providers[0].options", raw)
+	s, err := parse("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}
