@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -22,41 +20,10 @@ import (
 // script creates for the tests (owner of jobs), over TCP with its password file.
 func postgresqlBackend() queueBackend {
 	const queue = "e2e-jobs"
-	var (
-		once sync.Once
-		env  map[string]string
-		err  error
-	)
-	pgEnv := func(t *testing.T) map[string]string {
-		t.Helper()
-		once.Do(func() {
-			var root string
-			if root, err = repoRoot(); err != nil {
-				return
-			}
-			cmd := exec.Command("bash", filepath.Join(root, "hack", "backends", "postgresql.sh"), "env")
-			if dir := os.Getenv("METRICSCALE_CLUSTER_DIR"); dir != "" {
-				cmd.Args = append(cmd.Args, dir)
-			}
-			var out []byte
-			if out, err = cmd.Output(); err != nil {
-				err = fmt.Errorf("hack/backends/postgresql.sh env: %w", err)
-				return
-			}
-			env = parseEnv(string(out))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	pgEnv := backendEnv("postgresql")
 	writerPassword := func(t *testing.T, e map[string]string) string {
 		t.Helper()
-		b, err := os.ReadFile(e["METRICSCALE_POSTGRESQL_WRITER_PASSWORD_FILE"])
-		if err != nil {
-			t.Fatalf("the e2e writer's password (hack/backends/postgresql.sh start): %v", err)
-		}
-		return strings.TrimRight(string(b), "\r\n")
+		return secretFile(t, e["METRICSCALE_POSTGRESQL_WRITER_PASSWORD_FILE"], "the e2e writer's password (hack/backends/postgresql.sh start)")
 	}
 	run := func(ctx context.Context, t *testing.T, sql string, args ...any) {
 		t.Helper()
@@ -94,14 +61,11 @@ func postgresqlBackend() queueBackend {
 		count: func(ctx context.Context, t *testing.T) int {
 			t.Helper()
 			e := pgEnv(t)
-			pw, err := os.ReadFile(e["METRICSCALE_POSTGRESQL_PASSWORD_FILE"])
-			if err != nil {
-				t.Fatal(err)
-			}
+			pw := secretFile(t, e["METRICSCALE_POSTGRESQL_PASSWORD_FILE"], "the adapter role's password (hack/backends/postgresql.sh start)")
 			cmd := exec.CommandContext(ctx, e["METRICSCALE_POSTGRESQL_PSQL"], "-X", "-tA", "-h", e["METRICSCALE_POSTGRESQL_HOST"],
 				"-p", e["METRICSCALE_POSTGRESQL_PORT"], "-U", e["METRICSCALE_POSTGRESQL_USER"], "-d", e["METRICSCALE_POSTGRESQL_DATABASE"],
 				"-c", "SELECT count(*) FROM jobs WHERE queue = '"+queue+"' AND state = 'pending'")
-			cmd.Env = append(os.Environ(), "PGPASSWORD="+strings.TrimRight(string(pw), "\r\n"))
+			cmd.Env = append(os.Environ(), "PGPASSWORD="+pw)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("psql: %v: %s", err, out)

@@ -4,14 +4,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -24,47 +21,17 @@ import (
 // which reads the queue itself (not the management statistics the adapter reads).
 func rabbitmqBackend() queueBackend {
 	const queue = "e2e-jobs"
-	var (
-		once sync.Once
-		env  map[string]string
-		root string
-		err  error
-	)
-	rabbitEnv := func(t *testing.T) map[string]string {
-		t.Helper()
-		once.Do(func() {
-			if root, err = repoRoot(); err != nil {
-				return
-			}
-			cmd := exec.Command("bash", filepath.Join(root, "hack", "backends", "rabbitmq.sh"), "env")
-			if dir := os.Getenv("METRICSCALE_CLUSTER_DIR"); dir != "" {
-				cmd.Args = append(cmd.Args, dir)
-			}
-			var out []byte
-			if out, err = cmd.Output(); err != nil {
-				err = fmt.Errorf("hack/backends/rabbitmq.sh env: %w", err)
-				return
-			}
-			env = parseEnv(string(out))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	rabbitEnv := backendEnv("rabbitmq")
 	// channel dials as the e2e user and declares the queue as the script does.
 	channel := func(t *testing.T) (*amqp.Connection, *amqp.Channel) {
 		t.Helper()
 		e := rabbitEnv(t)
-		b, err := os.ReadFile(e["METRICSCALE_RABBITMQ_E2E_PASSWORD_FILE"])
-		if err != nil {
-			t.Fatalf("the e2e user's password (hack/backends/rabbitmq.sh start): %v", err)
-		}
+		pw := secretFile(t, e["METRICSCALE_RABBITMQ_E2E_PASSWORD_FILE"], "the e2e user's password (hack/backends/rabbitmq.sh start)")
 		u, err := url.Parse(e["METRICSCALE_RABBITMQ_AMQP_URL"])
 		if err != nil {
 			t.Fatal(err)
 		}
-		u.User = url.UserPassword(e["METRICSCALE_RABBITMQ_E2E_USER"], strings.TrimRight(string(b), "\r\n"))
+		u.User = url.UserPassword(e["METRICSCALE_RABBITMQ_E2E_USER"], pw)
 		conn, err := amqp.Dial(u.String())
 		if err != nil {
 			// amqp091's errors do not carry the URL
@@ -117,7 +84,7 @@ func rabbitmqBackend() queueBackend {
 		count: func(ctx context.Context, t *testing.T) int {
 			t.Helper()
 			e := rabbitEnv(t)
-			cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "backends", "rabbitmq.sh"), "ctl",
+			cmd := exec.CommandContext(ctx, "bash", filepath.Join(cluster.RepoRoot, "hack", "backends", "rabbitmq.sh"), "ctl",
 				filepath.Dir(e["METRICSCALE_RABBITMQ_DIR"]), "-q", "list_queues", "-p", "/", "name", "messages_ready", "messages_unacknowledged")
 			out, err := cmd.CombinedOutput()
 			if err != nil {

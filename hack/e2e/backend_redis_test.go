@@ -4,13 +4,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -22,41 +19,10 @@ import (
 // script writes; count asks redis-cli as the adapter's own least-privilege user.
 func redisBackend() queueBackend {
 	const key = "e2e-jobs"
-	var (
-		once sync.Once
-		env  map[string]string
-		err  error
-	)
-	redisEnv := func(t *testing.T) map[string]string {
-		t.Helper()
-		once.Do(func() {
-			var root string
-			if root, err = repoRoot(); err != nil {
-				return
-			}
-			cmd := exec.Command("bash", filepath.Join(root, "hack", "backends", "redis.sh"), "env")
-			if dir := os.Getenv("METRICSCALE_CLUSTER_DIR"); dir != "" {
-				cmd.Args = append(cmd.Args, dir)
-			}
-			var out []byte
-			if out, err = cmd.Output(); err != nil {
-				err = fmt.Errorf("hack/backends/redis.sh env: %w", err)
-				return
-			}
-			env = parseEnv(string(out))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	redisEnv := backendEnv("redis")
 	password := func(t *testing.T, file string) string {
 		t.Helper()
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatalf("a password of hack/backends/redis.sh start: %v", err)
-		}
-		return strings.TrimRight(string(b), "\r\n")
+		return secretFile(t, file, "a password of hack/backends/redis.sh start")
 	}
 	admin := func(t *testing.T) *goredis.Client {
 		t.Helper()

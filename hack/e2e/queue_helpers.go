@@ -10,8 +10,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -57,4 +59,47 @@ func (c *Cluster) StartBackend(ctx context.Context, name string) error {
 		return fmt.Errorf("hack/cluster.sh start-backend %s: %w\n%s", name, err, out)
 	}
 	return nil
+}
+
+// backendEnv returns what `hack/backends/NAME.sh env DIR` prints for the cluster's state
+// folder (addresses, users, password files), read once.
+func backendEnv(name string) func(t *testing.T) map[string]string {
+	var (
+		once sync.Once
+		env  map[string]string
+		err  error
+	)
+	return func(t *testing.T) map[string]string {
+		t.Helper()
+		once.Do(func() {
+			var root string
+			if root, err = repoRoot(); err != nil {
+				return
+			}
+			cmd := exec.Command("bash", filepath.Join(root, "hack", "backends", name+".sh"), "env")
+			if dir := os.Getenv("METRICSCALE_CLUSTER_DIR"); dir != "" {
+				cmd.Args = append(cmd.Args, dir)
+			}
+			var out []byte
+			if out, err = cmd.Output(); err != nil {
+				err = fmt.Errorf("hack/backends/%s.sh env: %w", name, err)
+				return
+			}
+			env = parseEnv(string(out))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+}
+
+// secretFile reads a password file a backend's start script wrote.
+func secretFile(t *testing.T, file, what string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return strings.TrimRight(string(b), "\r\n")
 }
