@@ -368,6 +368,9 @@ build_all() {
   build_module etcd etcd .
   build_module kwok kwok sigs.k8s.io/kwok/cmd/kwok
   build_module metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server
+  # prometheus-adapter v0.12, only for the parity e2e (its command is named adapter).
+  build_module prometheus-adapter adapter sigs.k8s.io/prometheus-adapter/cmd/adapter
+  ln -sf adapter "$BIN/prometheus-adapter"
   write_kwok_config
 }
 
