@@ -47,8 +47,9 @@ fuzz:
 
 # The main job in one command: a queue autoscaled end to end on the local cluster.
 # DEMO_ARGS=--keep leaves it running; --fast shortens the traffic pattern.
+# make demo BACKEND=redis: the queue lives in that broker of the local cluster.
 demo:
-	$(GO) run ./hack/demo $(DEMO_ARGS)
+	$(GO) run ./hack/demo $(if $(BACKEND),--backend $(BACKEND)) $(DEMO_ARGS)
 
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 

@@ -6,6 +6,11 @@
 // ready replicas × a per-pod rate, then prints a summary and writes a
 // timeline plot. Everything it started is stopped at the end, also on
 // Ctrl-C, unless --keep.
+//
+// With --backend NAME (make demo BACKEND=NAME) the queue is the real broker
+// of hack/backends/NAME.sh instead: the demo publishes the arriving jobs to
+// it, the workers consume from it, the autoscaler targets the metric the
+// adapter serves from it, and the depth shown is the adapter's answer.
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -90,19 +96,27 @@ func main() {
 	fast := flag.Bool("fast", false, "a shortened traffic pattern (for tests)")
 	out := flag.String("out", "_output", "folder for the timeline plot")
 	summaryFile := flag.String("summary-json", "", "also write the summary as JSON to this file")
+	backendName := flag.String("backend", "", "run the queue in this broker of the local cluster ("+strings.Join(backendNames(), ", ")+"); default: push the depth of a modelled queue")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code := 0
-	if err := run(ctx, *keep, *fast, *out, *summaryFile); err != nil {
+	if *backendName != "" {
+		// Before anything starts: a typo should not cost a cluster start.
+		if _, err := lookupBackend(*backendName); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	if err := run(ctx, *keep, *fast, *out, *summaryFile, *backendName); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		code = 1
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err error) {
+func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName string) (err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -124,6 +138,16 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err 
 	}
 	if env["METRICSCALE_PUSH_URL"] == "" {
 		return errors.New("the local cluster runs without the metricscale adapter (started with --kubernetes-only?); restart it: hack/cluster.sh down && make demo")
+	}
+	// The metric: the pushed one, or the one the adapter serves from the broker.
+	be := backend{metric: "queue_messages_ready", selector: map[string]string{"queue": "demo"}}
+	if backendName != "" {
+		if be, err = lookupBackend(backendName); err != nil {
+			return err
+		}
+		if !slices.Contains(strings.Fields(env["METRICSCALE_BACKENDS"]), backendName) {
+			return fmt.Errorf("the local cluster does not run the %s backend (it runs: %q; started with --no-backends?); restart it: hack/cluster.sh down && make demo BACKEND=%s", backendName, env["METRICSCALE_BACKENDS"], backendName)
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
 	if err != nil {
@@ -156,15 +180,28 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err 
 	}
 	defer cleanup()
 
-	fmt.Printf("==> deploying %s/%s and its MetricAutoscaler (queue_messages_ready, %d per worker)\n", namespace, name, perPod)
-	if err := deploy(ctx, kube, dyn); err != nil {
+	var q queue
+	if backendName != "" {
+		fmt.Printf("==> emptying the %s queue (%s{%s})\n", backendName, be.metric, selectorString(be.selector))
+		if q, err = be.open(ctx, env); err != nil {
+			return err
+		}
+		defer q.Close()
+		// Leftovers of an earlier run must not start the autoscaler off high:
+		// wait until the adapter, past its cache, reads the emptied queue.
+		if err := waitEmpty(ctx, kube, be); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("==> deploying %s/%s and its MetricAutoscaler (%s, %d per worker)\n", namespace, name, be.metric, perPod)
+	if err := deploy(ctx, kube, dyn, be); err != nil {
 		return err
 	}
 	phases := pattern
 	if fast {
 		phases = fastPattern
 	}
-	tl, sum, err := model(ctx, kube, dyn, env, phases)
+	tl, sum, err := model(ctx, kube, dyn, env, phases, be, q)
 	if err != nil {
 		return err
 	}
@@ -175,7 +212,7 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err 
 	if err != nil {
 		return err
 	}
-	if err := writePlot(tl, sum.Plot); err != nil {
+	if err := writePlot(tl, sum.Plot, be.metric); err != nil {
 		return err
 	}
 	if png := strings.TrimSuffix(sum.Plot, ".svg") + ".png"; toPNG(sum.Plot, png) == nil {
@@ -195,7 +232,7 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile string) (err 
 	return nil
 }
 
-func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
+func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, be backend) error {
 	// Start from a clean namespace.
 	if err := kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err == nil {
 		for {
@@ -242,7 +279,7 @@ func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interfac
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
 			MinReplicas:    &one, MaxReplicas: 20, SyncPeriod: &metav1.Duration{Duration: time.Second},
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "demo"}}},
+				Metric: autoscalingv2.MetricIdentifier{Name: be.metric, Selector: &metav1.LabelSelector{MatchLabels: be.selector}},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
 			}}},
 			// Scale down after 20s of lower recommendations, 2 workers per 10s:
@@ -273,8 +310,12 @@ type sample struct {
 
 // model runs the queue: each second jobs arrive on the pattern, ready
 // workers drain drainRate each, and the depth is pushed to the adapter.
-func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase) ([]sample, Summary, error) {
+// With a broker's queue q, the arrivals are published to it, the workers
+// consume from it, and the depth is what the adapter reads from it.
+func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase, be backend, q queue) ([]sample, Summary, error) {
 	var (
+		carry       float64 // the fraction of a job that has not arrived yet (a broker takes whole ones)
+		readErr     string
 		tl          []sample
 		sum         Summary
 		depth       float64
@@ -305,12 +346,34 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 			return nil, sum, fmt.Errorf("reading Deployment %s/%s: %w", namespace, name, err)
 		}
 		ready := d.Status.ReadyReplicas
-		served := min(depth+arrivals, float64(ready)*drainRate)
-		depth = max(0, depth+arrivals-served)
-		if err := push(ctx, env, int(depth)); err != nil {
-			return nil, sum, err
+		var served float64
+		if q == nil {
+			served = min(depth+arrivals, float64(ready)*drainRate)
+			depth = max(0, depth+arrivals-served)
+			if err := push(ctx, env, int(depth)); err != nil {
+				return nil, sum, err
+			}
+		} else {
+			carry += arrivals
+			n := int(carry)
+			carry -= float64(n)
+			if err := q.Publish(ctx, n); err != nil {
+				return nil, sum, err
+			}
+			got, err := q.Consume(ctx, int(ready)*drainRate)
+			if err != nil {
+				return nil, sum, err
+			}
+			served = float64(got)
+			// What the autoscaler sees; on a failed read the last answer stays.
+			readErr = ""
+			if v, err := externalDepth(ctx, kube, be); err != nil {
+				readErr = " (" + err.Error() + ")"
+			} else {
+				depth = float64(v)
+			}
 		}
-		reason := autoscalerReason(ctx, dyn)
+		reason := autoscalerReason(ctx, dyn) + readErr
 		s := sample{at: time.Since(start), depth: int(depth), ready: ready, desired: *d.Spec.Replicas, arrivals: int(arrivals), served: int(served)}
 		lastDesired = s.desired
 		tl = append(tl, s)
@@ -344,6 +407,28 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 	}
 	sum.DurationSeconds = int(time.Since(start).Seconds())
 	return tl, sum, nil
+}
+
+// waitEmpty waits until the adapter reads the emptied queue as 0.
+func waitEmpty(ctx context.Context, kube kubernetes.Interface, be backend) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := externalDepth(ctx, kube, be)
+		if err == nil && v == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("the adapter still reads %s = %d 30s after the queue was emptied", be.metric, v)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func phaseAt(phases []phase, sec int) (*phase, int) {
@@ -410,7 +495,7 @@ func autoscalerReason(ctx context.Context, dyn dynamic.Interface) string {
 	return strings.Join(parts, " ")
 }
 
-func writePlot(tl []sample, file string) error {
+func writePlot(tl []sample, file, metric string) error {
 	depth := plot.Series{Name: "queue depth"}
 	target := plot.Series{Name: "target (30 × ready)", Dashed: true, Step: true}
 	ready := plot.Series{Name: "ready", Step: true}
@@ -421,7 +506,7 @@ func writePlot(tl []sample, file string) error {
 		ready.Points = append(ready.Points, plot.Point{At: s.at, Value: float64(s.ready)})
 		desired.Points = append(desired.Points, plot.Point{At: s.at, Value: float64(s.desired)})
 	}
-	c := plot.Chart{Title: "make demo — queue_messages_ready scaled by metricscale", Panels: []plot.Panel{
+	c := plot.Chart{Title: "make demo — " + metric + " scaled by metricscale", Panels: []plot.Panel{
 		{Title: "Queue depth (messages)", Series: []plot.Series{depth, target}},
 		{Title: "Workers (replicas)", Series: []plot.Series{ready, desired}},
 	}}

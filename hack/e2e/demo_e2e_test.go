@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -20,11 +21,38 @@ import (
 // queue drains, the workers scale back, and the plot is a valid SVG.
 func TestDemo(t *testing.T) {
 	needAutoscaler(t)
+	checkDemo(t)
+}
+
+// TestDemoBackends is the same demo with the queue in a real broker
+// (--backend): jobs published to it, workers consuming from it, the
+// autoscaler on the metric the adapter reads from it. Redis and RabbitMQ
+// only, to keep it short; the others run with `make demo BACKEND=NAME`.
+func TestDemoBackends(t *testing.T) {
+	needAutoscaler(t)
+	running, err := cluster.runningBackends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"redis", "rabbitmq"} {
+		t.Run(name, func(t *testing.T) {
+			if !slices.Contains(running, name) {
+				t.Skipf("the cluster does not run the %s backend (running: %v)", name, running)
+			}
+			checkDemo(t, "--backend", name)
+		})
+	}
+}
+
+// checkDemo runs the demo's fast pattern with extra flags and checks its
+// summary and plot.
+func checkDemo(t *testing.T, args ...string) {
+	t.Helper()
 	dir := t.TempDir()
 	summaryFile := filepath.Join(dir, "summary.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/demo", "--fast", "--out", dir, "--summary-json", summaryFile)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./hack/demo", "--fast", "--out", dir, "--summary-json", summaryFile}, args...)...)
 	cmd.Dir = cluster.RepoRoot
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
