@@ -120,7 +120,7 @@ func (q *natsQueue) Consume(ctx context.Context, n int) (int, error) {
 		return got, fmt.Errorf("nats: fetching from %s/%s: %w", natsStream, natsConsumer, err)
 	}
 	// The acks are sent before the adapter next asks.
-	if err := q.nc.FlushWithContext(ctx); err != nil {
+	if err := q.nc.FlushTimeout(5 * time.Second); err != nil {
 		return got, fmt.Errorf("nats: %w", err)
 	}
 	return got, nil
