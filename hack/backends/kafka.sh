@@ -26,30 +26,16 @@ STOP_TIMEOUT=30
 CACHE_ROOT=${METRICSCALE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/metricscale}
 BIN=$CACHE_ROOT/bin/kfake
 
-log() { printf '%s\n' "$*"; }
-warn() { printf 'warning: %s\n' "$*" >&2; }
-die() {
-  printf 'error: %s\n' "$*" >&2
-  exit 1
-}
+# the helpers the backends share: log, die, start_pidfile, stop_pidfile...
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 usage() {
   sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
-# port_open PORT — something accepts connections on 127.0.0.1:PORT.
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
-# pid_alive DIR — prints the pid of DIR's running kfake, fails when there is none.
-pid_alive() {
-  local pidfile=$1/kafka/kfake.pid pid
-  [[ -f $pidfile ]] || return 1
-  pid=$(<"$pidfile")
-  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
-  # a recycled pid is not our broker
-  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *kfake* ]] || return 1
-  printf '%s' "$pid"
-}
+# ready DIR — the broker of DIR said it is ready (in this run's log) and accepts connections.
+ready() { port_open "$PORT" && grep -q '^ready' "$1/kafka/kfake.log" 2>/dev/null; }
 
 # stale — the binary is missing or older than a source it is built from (hack/kfake, go.mod,
 # go.sum: the kfake version).
@@ -72,7 +58,7 @@ cmd_start() {
   local dir=$1/kafka pid
   [[ -x $BIN ]] || die "$BIN is missing; run: hack/backends/kafka.sh install"
   mkdir -p "$dir"
-  if pid=$(pid_alive "$1"); then
+  if pid=$(pidfile_pid "$dir/kfake.pid" kfake); then
     log "kfake already running (pid $pid)"
   else
     if port_open "$PORT"; then
@@ -80,46 +66,22 @@ cmd_start() {
     fi
     # a fresh log: the readiness check below looks for this run's "ready" line
     [[ -f $dir/kfake.log ]] && mv -f "$dir/kfake.log" "$dir/kfake.log.prev"
-    # setsid: the broker outlives this script and the caller's process group
-    setsid "$BIN" -port "$PORT" -partitions "$PARTITIONS" </dev/null >>"$dir/kfake.log" 2>&1 &
-    pid=$!
-    printf '%s\n' "$pid" >"$dir/kfake.pid"
+    start_pidfile "$dir/kfake.pid" "$dir/kfake.log" "$BIN" -port "$PORT" -partitions "$PARTITIONS"
+    pid=$(<"$dir/kfake.pid")
   fi
-  local deadline=$((SECONDS + READY_TIMEOUT))
-  until port_open "$PORT" && grep -q '^ready' "$dir/kfake.log" 2>/dev/null; do
+  if ! wait_started "$pid" "$READY_TIMEOUT" ready "$1"; then
+    tail -n 20 "$dir/kfake.log" >&2 2>/dev/null || true
     if ! kill -0 "$pid" 2>/dev/null; then
-      tail -n 20 "$dir/kfake.log" >&2 2>/dev/null || true
       rm -f "$dir/kfake.pid"
       die "kfake exited at start (log $dir/kfake.log)"
     fi
-    if ((SECONDS >= deadline)); then
-      tail -n 20 "$dir/kfake.log" >&2 2>/dev/null || true
-      die "kfake is not ready after ${READY_TIMEOUT}s (log $dir/kfake.log)"
-    fi
-    sleep 0.1
-  done
+    die "kfake is not ready after ${READY_TIMEOUT}s (log $dir/kfake.log)"
+  fi
   log "kfake ready on $HOST:$PORT (in memory: empty after every start; pid $pid)"
 }
 
 cmd_stop() {
-  local dir=$1/kafka pid
-  if pid=$(pid_alive "$1"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null; do
-      if ((SECONDS >= deadline)); then
-        warn "kfake (pid $pid) did not stop in ${STOP_TIMEOUT}s; killing it"
-        kill -KILL "$pid" 2>/dev/null || true
-      fi
-      sleep 0.1
-    done
-  fi
-  rm -f "$dir/kfake.pid"
-  local deadline=$((SECONDS + STOP_TIMEOUT))
-  while port_open "$PORT"; do
-    ((SECONDS < deadline)) || die "port $PORT is still open after stopping kfake"
-    sleep 0.1
-  done
+  stop_pidfile "$1/kafka/kfake.pid" kfake "$PORT" "$STOP_TIMEOUT"
   log "kfake stopped (its topics and offsets are gone)"
 }
 

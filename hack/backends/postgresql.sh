@@ -34,13 +34,8 @@ WAIT_SECONDS=60
 
 CACHE_ROOT=${METRICSCALE_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither HOME nor XDG_CACHE_HOME is set}/.cache}/metricscale}
 
-if [[ -t 1 ]]; then RED=$'\e[31m' RESET=$'\e[0m'; else RED='' RESET=''; fi
-log() { printf '%s\n' "$*"; }
-die() {
-  printf '%serror:%s %s\n' "$RED" "$RESET" "$*" >&2
-  exit 1
-}
-sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+# the helpers the backends share: log, die, sq, apt_install, new_password, wait_until...
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # pg_bin prints the server's bin directory (the newest installed major version).
 pg_bin() {
@@ -67,37 +62,14 @@ as_pg() {
   fi
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 # ---------------------------------------------------------------- install
 
 cmd_install() {
   [[ -x $BIN/postgres && -x $BIN/initdb ]] && return 0
-  [[ $(id -u) == 0 ]] || die "$BIN/postgres is missing; install Debian's package as root (apt-get install --no-install-recommends postgresql)"
-  command -v apt-get >/dev/null 2>&1 || die "$BIN/postgres is missing and there is no apt-get to install it"
-  local ilog=$CACHE_ROOT/install-postgresql.log rc=0
-  mkdir -p "$CACHE_ROOT"
-  log "    installing Debian's postgresql package (apt-get; log $ilog)"
-  # The package's postinst creates a cluster and would start its service (port 5432): a
-  # policy-rc.d that forbids starting services (exit 101) prevents that; one that already
-  # exists is left alone.
-  (
-    policy=/usr/sbin/policy-rc.d
-    if [[ ! -e $policy ]]; then
-      trap 'rm -f "$policy"' EXIT
-      printf '#!/bin/sh\n# written by metricscale hack/backends/postgresql.sh while installing postgresql\nexit 101\n' >"$policy"
-      chmod 755 "$policy"
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update &&
-      apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends postgresql
-  ) >"$ilog" 2>&1 || rc=$?
+  local rc=0
+  apt_install postgresql "$BIN/postgres" || rc=$? # (its service would take port 5432)
   BIN=$(pg_bin)
-  if [[ ! -x $BIN/postgres ]]; then
-    tail -n 20 "$ilog" >&2
-    die "installing postgresql failed (apt-get exit code $rc; full log: $ilog)"
-  fi
-  [[ $rc -eq 0 ]] || log "warning: apt-get exited with $rc while installing postgresql, but $BIN/postgres is there (see $ilog)" >&2
+  apt_installed postgresql "$rc" "$BIN/postgres"
   log "    installed $("$BIN/postgres" --version)"
 }
 
@@ -147,12 +119,6 @@ make_server_dir() {
   resolve_server
 }
 
-new_password() {
-  local f=$1
-  [[ -s $f ]] && return 0
-  (umask 077 && head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24 >"$f.tmp") && mv "$f.tmp" "$f"
-}
-
 running() { [[ -f $DATA/postmaster.pid ]] && as_pg "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
 
 # psql_super runs psql as the superuser through the socket in the data directory.
@@ -194,12 +160,8 @@ EOF
       die "PostgreSQL did not start within ${WAIT_SECONDS}s (log: $LOGFILE)"
     fi
   fi
-  local i
-  for ((i = 0; i < WAIT_SECONDS * 2; i++)); do
-    "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break
-    sleep 0.5
-  done
-  "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" || die "PostgreSQL on 127.0.0.1:$PG_PORT is not ready after ${WAIT_SECONDS}s (log: $LOGFILE)"
+  wait_until "$WAIT_SECONDS" "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" ||
+    die "PostgreSQL on 127.0.0.1:$PG_PORT is not ready after ${WAIT_SECONDS}s (log: $LOGFILE)"
   setup_schema
   log "    PostgreSQL $("$BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PG_PORT, database $PG_DATABASE (data $DATA)"
 }
@@ -242,12 +204,8 @@ cmd_stop() {
     as_pg "$BIN/pg_ctl" -D "$DATA" -m fast -w -t "$WAIT_SECONDS" stop >/dev/null 2>&1 ||
       die "PostgreSQL in $DATA did not stop within ${WAIT_SECONDS}s (log: $LOGFILE)"
   fi
-  local i
-  for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
-    port_open "$PG_PORT" || return 0
-    sleep 0.1
-  done
-  die "port $PG_PORT is still open ${WAIT_SECONDS}s after stopping PostgreSQL in $DATA"
+  wait_ports_closed "$WAIT_SECONDS" "$PG_PORT" ||
+    die "port $PG_PORT is still open ${WAIT_SECONDS}s after stopping PostgreSQL in $DATA"
 }
 
 cmd_env() {

@@ -44,44 +44,16 @@ WAIT_SECONDS=90
 BIN=${METRICSCALE_RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}
 CACHE_ROOT=${METRICSCALE_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither HOME nor XDG_CACHE_HOME is set}/.cache}/metricscale}
 
-if [[ -t 1 ]]; then RED=$'\e[31m' RESET=$'\e[0m'; else RED='' RESET=''; fi
-log() { printf '%s\n' "$*"; }
-die() {
-  printf '%serror:%s %s\n' "$RED" "$RESET" "$*" >&2
-  exit 1
-}
-sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# the helpers the backends share: log, die, sq, apt_install, new_password, wait_until...
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- install
 
 cmd_install() {
   [[ -x $BIN/rabbitmq-server && -x $BIN/rabbitmqctl ]] && return 0
-  [[ $(id -u) == 0 ]] || die "$BIN/rabbitmq-server is missing; install Debian's package as root (apt-get install --no-install-recommends rabbitmq-server)"
-  command -v apt-get >/dev/null 2>&1 || die "$BIN/rabbitmq-server is missing and there is no apt-get to install it"
-  local ilog=$CACHE_ROOT/install-rabbitmq.log rc=0
-  mkdir -p "$CACHE_ROOT"
-  log "    installing Debian's rabbitmq-server package (apt-get; log $ilog)"
-  # The package ships a service its postinst would start on port 5672: a policy-rc.d that
-  # forbids starting services (exit 101) prevents that; one that already exists is left alone.
-  (
-    policy=/usr/sbin/policy-rc.d
-    if [[ ! -e $policy ]]; then
-      trap 'rm -f "$policy"' EXIT
-      printf '#!/bin/sh\n# written by metricscale hack/backends/rabbitmq.sh while installing rabbitmq-server\nexit 101\n' >"$policy"
-      chmod 755 "$policy"
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update &&
-      apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends rabbitmq-server
-  ) >"$ilog" 2>&1 || rc=$?
-  if [[ ! -x $BIN/rabbitmq-server || ! -x $BIN/rabbitmqctl ]]; then
-    tail -n 20 "$ilog" >&2
-    die "installing rabbitmq-server failed (apt-get exit code $rc; full log: $ilog)"
-  fi
-  # A package script that failed only at starting the service leaves the binaries usable.
-  [[ $rc -eq 0 ]] || log "warning: apt-get exited with $rc while installing rabbitmq-server, but $BIN/rabbitmq-server is there (see $ilog)" >&2
+  local rc=0
+  apt_install rabbitmq-server "$BIN/rabbitmq-server" || rc=$? # (its service would take port 5672)
+  apt_installed rabbitmq-server "$rc" "$BIN/rabbitmq-server" "$BIN/rabbitmqctl"
   log "    installed rabbitmq-server $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '(version unknown)')"
 }
 
@@ -119,20 +91,10 @@ rabbit_env() {
 
 ctl() { rabbit_env "$BIN/rabbitmqctl" "$@"; }
 
-new_password() {
-  local f=$1
-  [[ -s $f ]] && return 0
-  (umask 077 && head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24 >"$f.tmp") && mv "$f.tmp" "$f"
-}
-
-pid() { [[ -s $PIDFILE ]] && cat "$PIDFILE"; }
+pid() { pidfile_pid "$PIDFILE" beam; }
 
 # running: the node of this DIR runs (its pid is alive and is an Erlang VM).
-running() {
-  local p
-  p=$(pid) || return 1
-  kill -0 "$p" 2>/dev/null && [[ $(cat "/proc/$p/comm" 2>/dev/null) == beam* ]]
-}
+running() { pid >/dev/null; }
 
 answers() { port_open "$AMQP_PORT" && port_open "$MANAGEMENT_PORT"; }
 
@@ -211,12 +173,7 @@ cmd_start() {
     # its own session: the node outlives this script and the caller's process group
     rabbit_env setsid "$BIN/rabbitmq-server" >>"$SERVER_LOG" 2>&1 </dev/null &
   fi
-  local i
-  for ((i = 0; i < WAIT_SECONDS * 4; i++)); do
-    answers && break
-    sleep 0.25
-  done
-  if ! answers || ! ctl -q await_startup --timeout 30 >/dev/null 2>&1; then
+  if ! wait_until "$WAIT_SECONDS" answers || ! ctl -q await_startup --timeout 30 >/dev/null 2>&1; then
     tail -n 20 "$SERVER_LOG" >&2 || true
     die "RabbitMQ on 127.0.0.1:$AMQP_PORT does not answer after ${WAIT_SECONDS}s (logs: $LOGDIR)"
   fi
@@ -235,23 +192,13 @@ cmd_stop() {
     # rabbitmqctl stop is the clean way; a signal is the fallback when the node does not answer.
     ctl -q stop >/dev/null 2>&1 || kill -TERM "$(pid)" 2>/dev/null || true
   fi
-  local i p open
-  for ((i = 0; i < WAIT_SECONDS * 4; i++)); do
-    open=false
-    for p in "$AMQP_PORT" "$MANAGEMENT_PORT" "$DIST_PORT"; do
-      port_open "$p" && open=true
-    done
-    if [[ $open == false ]]; then
-      rm -f "$PIDFILE"
-      # the node's own epmd (its port is this script's): it would outlive the node
-      if port_open "$EPMD_PORT"; then
-        ERL_EPMD_PORT=$EPMD_PORT epmd -kill >/dev/null 2>&1 || true
-      fi
-      return 0
-    fi
-    sleep 0.25
-  done
-  die "ports of RabbitMQ in $RDIR still open ${WAIT_SECONDS}s after stopping it (logs: $LOGDIR)"
+  wait_ports_closed "$WAIT_SECONDS" "$AMQP_PORT" "$MANAGEMENT_PORT" "$DIST_PORT" ||
+    die "ports of RabbitMQ in $RDIR still open ${WAIT_SECONDS}s after stopping it (logs: $LOGDIR)"
+  rm -f "$PIDFILE"
+  # the node's own epmd (its port is this script's): it would outlive the node
+  if port_open "$EPMD_PORT"; then
+    ERL_EPMD_PORT=$EPMD_PORT epmd -kill >/dev/null 2>&1 || true
+  fi
 }
 
 cmd_env() {

@@ -32,44 +32,16 @@ SERVER_BIN=${METRICSCALE_REDIS_SERVER:-/usr/bin/redis-server}
 CLI_BIN=${METRICSCALE_REDIS_CLI:-/usr/bin/redis-cli}
 CACHE_ROOT=${METRICSCALE_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither HOME nor XDG_CACHE_HOME is set}/.cache}/metricscale}
 
-if [[ -t 1 ]]; then RED=$'\e[31m' RESET=$'\e[0m'; else RED='' RESET=''; fi
-log() { printf '%s\n' "$*"; }
-die() {
-  printf '%serror:%s %s\n' "$RED" "$RESET" "$*" >&2
-  exit 1
-}
-sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# the helpers the backends share: log, die, sq, apt_install, new_password, wait_until...
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- install
 
 cmd_install() {
   [[ -x $SERVER_BIN && -x $CLI_BIN ]] && return 0
-  [[ $(id -u) == 0 ]] || die "$SERVER_BIN is missing; install Debian's package as root (apt-get install --no-install-recommends redis-server)"
-  command -v apt-get >/dev/null 2>&1 || die "$SERVER_BIN is missing and there is no apt-get to install it"
-  local ilog=$CACHE_ROOT/install-redis.log rc=0
-  mkdir -p "$CACHE_ROOT"
-  log "    installing Debian's redis-server package (apt-get; log $ilog)"
-  # The package ships a service its postinst would start on port 6379: a policy-rc.d that
-  # forbids starting services (exit 101) prevents that; one that already exists is left alone.
-  (
-    policy=/usr/sbin/policy-rc.d
-    if [[ ! -e $policy ]]; then
-      trap 'rm -f "$policy"' EXIT
-      printf '#!/bin/sh\n# written by metricscale hack/backends/redis.sh while installing redis-server\nexit 101\n' >"$policy"
-      chmod 755 "$policy"
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update &&
-      apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends redis-server
-  ) >"$ilog" 2>&1 || rc=$?
-  if [[ ! -x $SERVER_BIN || ! -x $CLI_BIN ]]; then
-    tail -n 20 "$ilog" >&2
-    die "installing redis-server failed (apt-get exit code $rc; full log: $ilog)"
-  fi
-  # A package script that failed only at starting the service leaves the binary usable.
-  [[ $rc -eq 0 ]] || log "warning: apt-get exited with $rc while installing redis-server, but $SERVER_BIN is there (see $ilog)" >&2
+  local rc=0
+  apt_install redis-server "$SERVER_BIN" || rc=$? # (its service would take port 6379)
+  apt_installed redis-server "$rc" "$SERVER_BIN" "$CLI_BIN"
   log "    installed $("$SERVER_BIN" --version)"
 }
 
@@ -89,26 +61,16 @@ set_dir() {
   ADMIN_PASSWORD_FILE=$RDIR/admin-password
 }
 
-new_password() {
-  local f=$1
-  [[ -s $f ]] && return 0
-  (umask 077 && head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24 >"$f.tmp") && mv "$f.tmp" "$f"
-}
-
 sha256() { printf '%s' "$(cat "$1")" | sha256sum | cut -d' ' -f1; }
 
 # cli runs redis-cli as the default (admin) user; the password goes through the
 # environment, never on a command line.
 cli() { REDISCLI_AUTH=$(cat "$ADMIN_PASSWORD_FILE") "$CLI_BIN" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 
-pid() { [[ -s $PIDFILE ]] && cat "$PIDFILE"; }
+pid() { pidfile_pid "$PIDFILE" redis-server; }
 
 # running: the server of this DIR runs (its pid is alive and is a redis-server).
-running() {
-  local p
-  p=$(pid) || return 1
-  kill -0 "$p" 2>/dev/null && [[ $(cat "/proc/$p/comm" 2>/dev/null) == redis-server* ]]
-}
+running() { pid >/dev/null; }
 
 answers() { [[ $(cli PING 2>/dev/null) == PONG ]]; }
 
@@ -154,12 +116,7 @@ cmd_start() {
       die "redis-server did not start (log: $LOGFILE)"
     }
   fi
-  local i
-  for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
-    answers && break
-    sleep 0.1
-  done
-  if ! answers; then
+  if ! wait_until "$WAIT_SECONDS" answers; then
     tail -n 20 "$LOGFILE" >&2 || true
     die "Redis on 127.0.0.1:$REDIS_PORT does not answer after ${WAIT_SECONDS}s (log: $LOGFILE)"
   fi
@@ -172,15 +129,9 @@ cmd_stop() {
     # SHUTDOWN saves the data; a signal is the fallback when the server does not answer.
     cli SHUTDOWN >/dev/null 2>&1 || kill -TERM "$(pid)" 2>/dev/null || true
   fi
-  local i
-  for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
-    if ! port_open "$REDIS_PORT"; then
-      rm -f "$PIDFILE"
-      return 0
-    fi
-    sleep 0.1
-  done
-  die "port $REDIS_PORT is still open ${WAIT_SECONDS}s after stopping Redis in $RDIR (log: $LOGFILE)"
+  wait_ports_closed "$WAIT_SECONDS" "$REDIS_PORT" ||
+    die "port $REDIS_PORT is still open ${WAIT_SECONDS}s after stopping Redis in $RDIR (log: $LOGFILE)"
+  rm -f "$PIDFILE"
 }
 
 cmd_env() {
