@@ -126,6 +126,23 @@ func startCluster(t *testing.T, port int, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
+// startClusterAnyPort starts kfake on a free port: another test (or package,
+// run in parallel) may take the port freePort found before kfake binds it,
+// so a bind error is retried on a new one.
+func startClusterAnyPort(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, int) {
+	t.Helper()
+	var err error
+	for range 5 {
+		port := freePort(t)
+		var c *kfake.Cluster
+		if c, err = kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port)}, opts...)...); err == nil {
+			return c, port
+		}
+	}
+	t.Fatalf("kfake on a free port: %v", err)
+	return nil, 0
+}
+
 // writeCounter counts the requests the provider's client writes.
 type writeCounter struct{ n atomic.Int64 }
 
@@ -165,9 +182,8 @@ func TestIntegrationKfake(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	port := freePort(t)
+	c, port := startClusterAnyPort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := startCluster(t, port)
 	defer func() { c.Close() }()
 
 	const topic, group = "jobs", "workers"
@@ -320,9 +336,8 @@ func TestIntegrationSASL(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	port := freePort(t)
+	c, port := startClusterAnyPort(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "adapter", "right-pw"))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := startCluster(t, port, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "adapter", "right-pw"))
 	defer c.Close()
 	b := dial(t, addr, kgo.SASL(scram.Auth{User: "adapter", Pass: "right-pw"}.AsSha256Mechanism()))
 	b.createTopic(ctx, "jobs", 1)
