@@ -1010,10 +1010,10 @@ cmd_down() {
   fi
   # Every backend script knows whether its server runs from DIR: stopping one that does not
   # is a no-op, so a state file lost by a failed `up` leaves nothing behind.
-  local b
-  while read -r b; do
-    [[ -n $b ]] && backend "$b" stop
-  done < <(backend_names)
+  # (An array, not `while read`: rabbitmqctl reads stdin and would eat the names after it.)
+  local b names
+  mapfile -t names < <(backend_names)
+  for b in "${names[@]}"; do backend "$b" stop </dev/null; done
   # Nothing of ours may be left listening.
   local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT" "$ADAPTER_PORT" "$PUSH_PORT" "$PROMETHEUS_PORT" "$EXPORTER_PORT")
   if [[ $any == true && -x $BIN/clusterutil ]]; then
@@ -1166,10 +1166,9 @@ cmd_backend() {
 }
 
 cmd_install_backends() {
-  local b
-  while read -r b; do
-    [[ -n $b ]] && backend "$b" install
-  done < <(backend_names)
+  local b names
+  mapfile -t names < <(backend_names)
+  for b in "${names[@]}"; do backend "$b" install </dev/null; done
 }
 
 # stop-prometheus and start-prometheus: an outage of Prometheus for the e2e tests. The
