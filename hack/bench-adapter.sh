@@ -3,7 +3,8 @@
 #
 #   hack/cluster.sh up                 # first, with Prometheus (the default)
 #   hack/bench-adapter.sh [--duration 30s] [--clients 8] [--series 10000] [--pods 20]
-#                         [--selectors 1000] [--cache-ttl 2s] [--no-cache-on] [--keep]
+#                         [--selectors 1000] [--cache-ttl 2s] [--no-cache-on]
+#                         [--no-prometheus-adapter] [--keep]
 #
 # It sets N queue series queue_messages_ready{namespace="metricscale-bench",queue="q-I"} in
 # hack/exporter (POST /set), runs a Deployment of 20 pods on the fake nodes in namespace
@@ -17,8 +18,14 @@
 #
 # Result cache: "off" is the running adapter (hack/adapter-config.yaml sets no queryCacheTTL).
 # Unless --no-cache-on, "on" is a second adapter process this script starts with the running
-# one's arguments, another port and the same config plus queryCacheTTL (--cache-ttl): direct
-# only, since the aggregator routes to the first.
+# one's arguments, another port and the same config plus queryCacheTTL (--cache-ttl). For its
+# aggregator cases the script points the v1beta1.external and v1beta2.custom APIServices at it
+# for the run, and back at the cluster's adapter on exit.
+#
+# prometheus-adapter: unless --no-prometheus-adapter, prometheus-adapter v0.12.0 (built by
+# hack/cluster.sh build) runs on port 6457 with the same rules (the prom provider's rules, cut
+# out of hack/adapter-config.yaml) on the same Prometheus, and answers the same three cases
+# direct in the same run; a last table gives each of our cases as a ratio to it.
 #
 # Per case it prints q/s, p50/p99 and errors (from the clients), the adapter process' CPU-seconds
 # per 1,000 queries and RSS (from /proc), and PromQL queries per API query (Prometheus' own
@@ -32,11 +39,15 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=30s CLIENTS=8 SERIES=10000 PODS=20 SELECTORS=1000 CACHE_TTL=2s CACHE_ON=true KEEP=false
+PROMETHEUS_ADAPTER=true
 NS=metricscale-bench
 APISERVER_PORT=${METRICSCALE_APISERVER_PORT:-6443}
 ADAPTER_PORT=${METRICSCALE_ADAPTER_PORT:-6444}
 CACHED_PORT=${METRICSCALE_BENCH_ADAPTER_PORT:-6454}
 CACHED_PUSH_PORT=${METRICSCALE_BENCH_PUSH_PORT:-6455}
+PA_PORT=${METRICSCALE_BENCH_PROMETHEUS_ADAPTER_PORT:-6457}
+# The APIServices the aggregator cases go through (selector and all-series: external; pods: custom).
+BENCH_APISERVICES=(v1beta1.external.metrics.k8s.io v1beta2.custom.metrics.k8s.io)
 
 die() {
   printf 'bench-adapter: error: %s\n' "$*" >&2
@@ -53,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --selectors) SELECTORS=$2; shift 2 ;;
     --cache-ttl) CACHE_TTL=$2; shift 2 ;;
     --no-cache-on) CACHE_ON=false; shift ;;
+    --no-prometheus-adapter) PROMETHEUS_ADAPTER=false; shift ;;
     --keep) KEEP=true; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -75,13 +87,17 @@ ADAPTER_PID=$(head -n 1 "$ADAPTER_PIDFILE" 2>/dev/null) && [[ -d /proc/$ADAPTER_
 KUBECTL=("$METRICSCALE_KUBECTL" --kubeconfig "$KUBECONFIG")
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-adapter.XXXXXX")
-CACHED_PID=''
+CACHED_PID='' PA_PID='' REPOINTED=false
 cleanup() {
   local rc=$?
-  if [[ -n $CACHED_PID ]]; then
-    kill "$CACHED_PID" 2>/dev/null || true
-    wait "$CACHED_PID" 2>/dev/null || true
+  if [[ $REPOINTED == true ]]; then
+    point_apiservices "$ADAPTER_PORT" || log "could not point the APIServices back at port $ADAPTER_PORT: fix with hack/cluster.sh restart"
   fi
+  local p
+  for p in $CACHED_PID $PA_PID; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
   if [[ $KEEP == false ]]; then
     "${KUBECTL[@]}" delete namespace "$NS" --wait=false --ignore-not-found >/dev/null 2>&1 || true
     "${KUBECTL[@]}" delete clusterrolebinding,clusterrole metricscale-bench --ignore-not-found >/dev/null 2>&1 || true
@@ -92,6 +108,17 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+
+# point_apiservices PORT — the bench APIServices route to the adapter on PORT once Available.
+point_apiservices() {
+  local s
+  for s in "${BENCH_APISERVICES[@]}"; do
+    "${KUBECTL[@]}" patch apiservice "$s" --type=merge -p "{\"spec\":{\"service\":{\"port\":$1}}}" >/dev/null || return 1
+  done
+  for s in "${BENCH_APISERVICES[@]}"; do
+    "${KUBECTL[@]}" wait --for=condition=Available "apiservice/$s" --timeout=60s >/dev/null || return 1
+  done
+}
 trap 'exit 130' INT TERM
 
 log "==> building hack/loadgen"
@@ -219,17 +246,52 @@ wait_items "$DIRECT" "$EXT" "$SERIES" "$EXT (relist, then Prometheus' scrape)"
 wait_items "$DIRECT" "$PODS_PATH" "$PODS" "pods metric (cAdvisor series of the pods, a 20s rate)"
 wait_items "$AGGREGATOR" "$EXT" "$SERIES" "$EXT through the aggregator"
 
+if [[ $PROMETHEUS_ADAPTER == true ]]; then
+  PA_BIN=$(dirname "$METRICSCALE_KUBECTL")/prometheus-adapter
+  [[ -x $PA_BIN ]] || die "prometheus-adapter is not built ($PA_BIN; hack/cluster.sh build builds it), or pass --no-prometheus-adapter"
+  log "==> prometheus-adapter v0.12.0 on port $PA_PORT, the prom provider's rules, direct (each case right after ours, so both see the same load)"
+  # The prom provider's rules/externalRules/resourceRules keys of hack/adapter-config.yaml,
+  # un-indented into a prometheus-adapter rules file (block YAML; comments dropped).
+  awk '
+    /^- name: / { inprom = ($3 == "prom"); inopts = 0; next }
+    inprom && /^  options:/ { inopts = 1; next }
+    !inopts || /^[[:space:]]*#/ || /^[[:space:]]*$/ { next }
+    { match($0, /^ */) } RLENGTH < 4 { inopts = 0; next }
+    /^    [A-Za-z]+:/ { key = $1; sub(/:.*/, "", key); keep = (key == "rules" || key == "externalRules" || key == "resourceRules") }
+    keep { print substr($0, 5) }
+  ' "$REPO_ROOT/hack/adapter-config.yaml" >"$WORK/prometheus-adapter-rules.yaml"
+  grep -q '^rules:' "$WORK/prometheus-adapter-rules.yaml" || die "no prom provider rules found in hack/adapter-config.yaml"
+  PA_KUBECONFIG=$KUBECONFIG
+  mkdir -p "$WORK/pa-certs"
+  "$PA_BIN" --prometheus-url="$METRICSCALE_PROMETHEUS_URL" --config="$WORK/prometheus-adapter-rules.yaml" \
+    --metrics-relist-interval=10s --metrics-max-age=1m --secure-port="$PA_PORT" --bind-address=127.0.0.1 \
+    --cert-dir="$WORK/pa-certs" --lister-kubeconfig="$PA_KUBECONFIG" --authentication-kubeconfig="$PA_KUBECONFIG" \
+    --authorization-kubeconfig="$PA_KUBECONFIG" -v=1 >"$WORK/prometheus-adapter.log" 2>&1 &
+  PA_PID=$!
+  PA=https://127.0.0.1:$PA_PORT
+  for ((i = 0; i < 60; i++)); do
+    curl -fsS -k -o /dev/null "$PA/readyz" 2>/dev/null && break
+    [[ -d /proc/$PA_PID ]] || die "prometheus-adapter exited; see $WORK/prometheus-adapter.log (--keep keeps it)"
+    sleep 1
+  done
+  wait_items "$PA" "$EXT" "$SERIES" "$EXT from prometheus-adapter"
+  wait_items "$PA" "$PODS_PATH" "$PODS" "pods metric from prometheus-adapter"
+fi
+
 log "==> cache off: the running adapter (pid $ADAPTER_PID), $CLIENTS clients, $DURATION per case"
 for via in direct aggregator; do
   base=$DIRECT
   [[ $via == aggregator ]] && base=$AGGREGATOR
   for c in selector all-series pods; do
     run "$c" "$via" off "$ADAPTER_PID" "$base" "$WORK/$c.urls"
+    if [[ $via == direct && $PROMETHEUS_ADAPTER == true ]]; then
+      run "$c" direct "p-a" "$PA_PID" "$PA" "$WORK/$c.urls"
+    fi
   done
 done
 
 if [[ $CACHE_ON == true ]]; then
-  log "==> cache on: a second adapter with queryCacheTTL $CACHE_TTL on port $CACHED_PORT (direct only)"
+  log "==> cache on: a second adapter with queryCacheTTL $CACHE_TTL on port $CACHED_PORT"
   mapfile -d '' ARGS <"/proc/$ADAPTER_PID/cmdline"
   CONFIG=''
   NEWARGS=()
@@ -264,11 +326,30 @@ if [[ $CACHE_ON == true ]]; then
   for c in selector all-series pods; do
     run "$c" direct "on" "$CACHED_PID" "$CACHED" "$WORK/$c.urls"
   done
+  log "==> cache on through the aggregator: ${BENCH_APISERVICES[*]} point at port $CACHED_PORT for these cases"
+  REPOINTED=true
+  point_apiservices "$CACHED_PORT" || die "the APIServices did not become Available on port $CACHED_PORT"
+  wait_items "$AGGREGATOR" "$EXT" "$SERIES" "$EXT through the aggregator from the second adapter"
+  for c in selector all-series pods; do
+    run "$c" aggregator "on" "$CACHED_PID" "$AGGREGATOR" "$WORK/$c.urls"
+  done
+  point_apiservices "$ADAPTER_PORT" || die "could not point the APIServices back at port $ADAPTER_PORT"
+  REPOINTED=false
 fi
+
 
 echo
 cat "$WORK/table"
+if [[ $PROMETHEUS_ADAPTER == true ]]; then
+  echo
+  echo "q/s as a ratio to prometheus-adapter v0.12.0 direct (cache p-a rows above), same run:"
+  awk 'NR > 1 && $3 == "p-a" { pa[$1] = $4 }
+       NR > 1 && $3 != "p-a" { rows[++n] = $0; c[n] = $1; v[n] = $2; k[n] = $3; q[n] = $4 }
+       END { printf "%-11s %-10s %-5s %8s\n", "case", "via", "cache", "x p-a"
+             for (i = 1; i <= n; i++) if (pa[c[i]] > 0) printf "%-11s %-10s %-5s %8.1f\n", c[i], v[i], k[i], q[i] / pa[c[i]] }' "$WORK/table"
+fi
 echo
 echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); promql/q: Prometheus' /api/v1/query"
 echo "requests per API query, from every client of that Prometheus. Goals (issue 9 §5): selector ≥ 8,000 q/s"
-echo "direct and ≥ 2,000 through the aggregator, pods ≥ 5,000 q/s, all-series ≥ 200 q/s."
+echo "direct and ≥ 2,000 through the aggregator, pods ≥ 5,000 q/s, all-series ≥ 200 q/s, or as ratios to"
+echo "prometheus-adapter in the same run: selector ≥ 5x, pods ≥ 40x, all-series ≥ 15x."
