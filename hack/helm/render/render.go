@@ -165,9 +165,9 @@ func Template(chartDir string, o Options) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// Lint runs `helm lint --strict` on chartDir with the given values: it
-// returns every finding (informational ones included) and an error joining the
-// warnings and errors.
+// Lint runs `helm lint --strict` on chartDir with the given values, and
+// renders it: it returns every lint finding (informational ones included) and
+// an error joining the warnings, the errors and the render's error.
 func Lint(chartDir string, o Options) ([]support.Message, error) {
 	vals, err := o.values()
 	if err != nil {
@@ -186,6 +186,11 @@ func Lint(chartDir string, o Options) ([]support.Message, error) {
 			errs = append(errs, m)
 		}
 	}
+	// helm lint renders in lint mode, where required and fail only log (at
+	// INFO): render for real too, so that values the chart refuses fail here.
+	if _, err := Template(chartDir, o); err != nil {
+		errs = append(errs, err)
+	}
 	return linter.Messages, errors.Join(errs...)
 }
 
@@ -202,4 +207,3 @@ func Kustomize(dir string) ([]byte, error) {
 	}
 	return out, nil
 }
-
