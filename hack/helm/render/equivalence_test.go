@@ -164,3 +164,87 @@ func TestCRDCopy(t *testing.T) {
 		t.Errorf("manifests/chart/files/crd-metricautoscalers.yaml differs from manifests/autoscaler/crd.yaml: run make generate (it copies it)")
 	}
 }
+
+// TestMetricsAPIMatchesKustomize: adapter.metricsAPI.enabled with the
+// overlay's config renders the objects of `kustomize build
+// manifests/metrics-api`. Besides what TestChartMatchesKustomize leaves out,
+// the ConfigMap is compared by its parsed config (the overlay's config.yaml
+// keeps its comments, which the chart's value cannot), and hence its hashed
+// name, in the ConfigMap and the Deployment's volume, is left out too.
+func TestMetricsAPIMatchesKustomize(t *testing.T) {
+	t.Parallel()
+	kust, err := Kustomize(manifestsDir + "/metrics-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgText, err := os.ReadFile(manifestsDir + "/metrics-api/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(cfgText, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Template(chartDir, Options{
+		Values: map[string]any{"adapter": map[string]any{"metricsAPI": map[string]any{"enabled": true}, "config": cfg}},
+		Set:    []string{"autoscaler.enabled=false"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parse(t, "kustomize build manifests/metrics-api", kust)
+	got := parse(t, "chart", rendered)
+	delete(want, "Namespace//metricscale")
+	configMap := func(objs map[string]object) (string, any) {
+		for k, o := range objs {
+			if strings.HasPrefix(k, "ConfigMap/") {
+				delete(objs, k)
+				var c any
+				if err := yaml.Unmarshal([]byte(o["data"].(map[string]any)["config.yaml"].(string)), &c); err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				return k, c
+			}
+		}
+		t.Fatal("no ConfigMap")
+		return "", nil
+	}
+	wk, wc := configMap(want)
+	gk, gc := configMap(got)
+	if d := cmp.Diff(wc, gc); d != "" {
+		t.Errorf("the adapter config differs (-kustomize +chart):\n%s", d)
+	}
+	for _, objs := range []map[string]object{want, got} {
+		d := objs["Deployment/metricscale/metricscale-adapter"]
+		if d == nil {
+			t.Fatal("no adapter Deployment")
+		}
+		for _, v := range d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["volumes"].([]any) {
+			if cm, ok := v.(map[string]any)["configMap"].(map[string]any); ok {
+				if n := cm["name"]; n != strings.Split(wk, "/")[2] && n != strings.Split(gk, "/")[2] {
+					t.Errorf("the Deployment mounts ConfigMap %v, not the rendered one", n)
+				}
+				cm["name"] = "<config>"
+			}
+		}
+	}
+	if len(want) != len(got) {
+		t.Errorf("kustomize makes %d objects, the chart %d", len(want), len(got))
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		stripHelm(g)
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("only the chart renders %s", k)
+		}
+	}
+}
