@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate
+.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate chart
 
 all: build
 
@@ -14,6 +14,7 @@ test: unit e2e
 
 unit:
 	$(GO) test -count=1 $(PKGS)
+	cd hack/helm && $(GO) test -count=1 ./...
 
 # The e2e suite brings up hack/cluster.sh's local cluster when none runs.
 e2e:
@@ -23,6 +24,7 @@ e2e:
 vet:
 	$(GO) vet $(PKGS)
 	@if [ -d hack/e2e ]; then $(GO) vet -tags e2e ./hack/e2e/...; fi
+	cd hack/helm && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
@@ -59,4 +61,11 @@ generate:
 	$(CONTROLLER_GEN) object paths=./autoscaler/api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./autoscaler/api/... output:crd:stdout | $(GO) run ./autoscaler/api/v1alpha1/crdpatch > manifests/autoscaler/crd.yaml.tmp
 	mv manifests/autoscaler/crd.yaml.tmp manifests/autoscaler/crd.yaml
+	cp manifests/autoscaler/crd.yaml manifests/chart/files/crd-metricautoscalers.yaml
 	$(GO) run k8s.io/kube-openapi/cmd/openapi-gen@v0.0.0-20260721132016-d427ff9ee9ad --go-header-file /dev/null --output-dir adapter/resourcemetrics --output-pkg github.com/metricscale/metricscale/adapter/resourcemetrics --output-file zz_generated.openapi.go --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/api/resource --readonly-pkg k8s.io/metrics/pkg/apis/metrics/v1beta1 -r /dev/null k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/api/resource k8s.io/metrics/pkg/apis/metrics/v1beta1
+
+# Lints the Helm chart (manifests/chart) and renders it with its defaults to
+# _output/chart.yaml, with the Helm library (hack/helm): no helm binary needed.
+chart:
+	cd hack/helm && $(GO) run . lint ../../manifests/chart
+	mkdir -p _output && cd hack/helm && $(GO) run . template ../../manifests/chart > ../../_output/chart.yaml

@@ -75,7 +75,7 @@ func TestManifests(t *testing.T) {
 		t.Errorf("deployment: replicas %d, service account %q", *d.Spec.Replicas, d.Spec.Template.Spec.ServiceAccountName)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != "metricscale/adapter:latest" || c.ReadinessProbe == nil || c.LivenessProbe == nil {
+	if c.Image != "ghcr.io/metricscale/adapter:v0.1.0" || c.ReadinessProbe == nil || c.LivenessProbe == nil {
 		t.Errorf("container: image %q, probes %v %v", c.Image, c.ReadinessProbe, c.LivenessProbe)
 	}
 	// the Deployment's flags parse and validate
