@@ -222,7 +222,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	}
 	p.disc.Store(&d)
 	err := errors.Join(errs...)
-	p.record(err)
+	p.record(healthOf(err))
 	klog.V(2).InfoS("Read the remote adapter's discovery", "provider", p.name, "customVersion", d.customVersion,
 		"customMetrics", len(d.custom), "externalMetrics", len(d.external), "err", err)
 	return err
@@ -331,13 +331,23 @@ func (p *Provider) fetch(ctx context.Context, q query, path string, params url.V
 	raw := params.Encode()
 	body, err := p.answers.Get(ctx, path+"?"+raw, func(ctx context.Context) ([]byte, error) {
 		b, err := p.get(ctx, path, raw)
-		p.record(err)
+		p.record(healthOf(err))
 		return b, err
 	})
 	if err == nil {
 		return body, nil
 	}
 	return nil, p.apiError(ctx, q, err)
+}
+
+// healthOf is err as Health reports it: a 404 or a 400 is the remote
+// answering, not failing.
+func healthOf(err error) error {
+	var re *remoteError
+	if errors.As(err, &re) && (re.code == http.StatusNotFound || re.code == http.StatusBadRequest) {
+		return nil
+	}
+	return err
 }
 
 // apiError maps a failed remote call to the answer the HPA gets.
@@ -355,6 +365,12 @@ func (p *Provider) apiError(ctx context.Context, q query, err error) error {
 	} else if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
+	return p.backendError(q, err)
+}
+
+// backendError is the 503 for q, recorded for Health.
+func (p *Provider) backendError(q query, err error) error {
+	p.record(err)
 	return providers.NewBackendError(p.name, fmt.Errorf("%s for %s from %s: %w", q.metric, q.what, p.s.base.Redacted(), err))
 }
 
@@ -388,27 +404,19 @@ func describeSelector(sel labels.Selector) string {
 	return fmt.Sprintf(" with metric selector %q", sel.String())
 }
 
-// customPath is the remote path of a custom metric query; name is "*" for a
-// selector query.
+// customPath is the remote path of a custom metric query, unescaped (the
+// request escapes it); name is "*" for a selector query. Names cannot hold
+// a "/": object and metric names are validated by the API server.
 func customPath(version string, gr schema.GroupResource, namespace, name, metric string) string {
 	base := "/apis/" + customGroup + "/" + version
 	if gr == (schema.GroupResource{Resource: "namespaces"}) {
 		// metrics describing namespaces: /namespaces/NAME/metrics/METRIC
-		return base + "/namespaces/" + pathName(name) + "/metrics/" + url.PathEscape(metric)
+		return base + "/namespaces/" + name + "/metrics/" + metric
 	}
 	if namespace != "" {
-		base += "/namespaces/" + url.PathEscape(namespace)
+		base += "/namespaces/" + namespace
 	}
-	return base + "/" + url.PathEscape(gr.String()) + "/" + pathName(name) + "/" + url.PathEscape(metric)
-}
-
-// pathName escapes an object name, but not the wildcard of selector
-// queries, which the remote would take for an object named "%2A".
-func pathName(name string) string {
-	if name == "*" {
-		return name
-	}
-	return url.PathEscape(name)
+	return base + "/" + gr.String() + "/" + name + "/" + metric
 }
 
 // customList asks the remote for a custom metric list, trying the
@@ -428,7 +436,7 @@ func (p *Provider) customList(ctx context.Context, q query, namespace, name stri
 		}
 		list, derr := decodeCustom(v, body)
 		if derr != nil {
-			return nil, providers.NewBackendError(p.name, fmt.Errorf("%s for %s: %w", q.metric, q.what, derr))
+			return nil, p.backendError(q, derr)
 		}
 		return list, nil
 	}
@@ -520,18 +528,18 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if namespace == "" {
 		return nil, providers.NewNoValue(info.Metric, "no namespace (external metrics are namespaced)")
 	}
-	path := "/apis/" + externalGroup + "/" + p.s.external + "/namespaces/" + url.PathEscape(namespace) + "/" + url.PathEscape(info.Metric)
+	path := "/apis/" + externalGroup + "/" + p.s.external + "/namespaces/" + namespace + "/" + info.Metric
 	body, err := p.fetch(ctx, q, path, params)
 	if err != nil {
 		return nil, err
 	}
 	var in emv1beta1.ExternalMetricValueList
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, providers.NewBackendError(p.name, fmt.Errorf("%s for %s: decoding the remote's ExternalMetricValueList: %w", q.metric, q.what, err))
+		return nil, p.backendError(q, fmt.Errorf("decoding the remote's ExternalMetricValueList: %w", err))
 	}
 	out := &external_metrics.ExternalMetricValueList{}
 	if err := emv1beta1.Convert_v1beta1_ExternalMetricValueList_To_external_metrics_ExternalMetricValueList(&in, out, nil); err != nil {
-		return nil, providers.NewBackendError(p.name, err)
+		return nil, p.backendError(q, err)
 	}
 	if len(out.Items) == 0 {
 		return nil, p.notFound(q, "the remote adapter answered an empty list")
