@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -71,10 +74,7 @@ func newRemoteAdapter(t *testing.T) *remoteAdapter {
 		t.Fatalf("prometheus-adapter is not built (hack/cluster.sh build builds it): %v", err)
 	}
 	dir := t.TempDir()
-	ca, err := certs.LoadCA(filepath.Join(cluster.Dir, "pki", "ca.crt"), filepath.Join(cluster.Dir, "pki", "ca.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := clusterCA(t)
 	serving, err := ca.Issue("prometheus-adapter-federated", certs.Serving, []string{"127.0.0.1", "localhost"}, nil, 2*time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +97,40 @@ func newRemoteAdapter(t *testing.T) *remoteAdapter {
 	r.args = append([]string{bin}, r.args...)
 	t.Cleanup(r.stop)
 	return r
+}
+
+// clusterCA loads the cluster's CA (hack/cluster.sh writes its key as "EC PRIVATE KEY").
+func clusterCA(t *testing.T) *certs.CA {
+	t.Helper()
+	certPEM, err := os.ReadFile(filepath.Join(cluster.Dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(cluster.Dir, "pki", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		t.Fatal("pki/ca.crt or pki/ca.key holds no PEM block")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key crypto.Signer
+	if k, err := x509.ParseECPrivateKey(kb.Bytes); err == nil {
+		key = k
+	} else if k, err := x509.ParsePKCS8PrivateKey(kb.Bytes); err == nil {
+		key, _ = k.(crypto.Signer)
+	} else if k, err := x509.ParsePKCS1PrivateKey(kb.Bytes); err == nil {
+		key = k
+	}
+	if key == nil {
+		t.Fatalf("pki/ca.key: no EC, PKCS#8 or PKCS#1 private key (%s)", kb.Type)
+	}
+	return &certs.CA{Cert: cert, Key: key}
 }
 
 func (r *remoteAdapter) start(t *testing.T) {
