@@ -168,17 +168,24 @@ type discovery struct {
 	customKnown, externalKnown bool
 }
 
-// Run refreshes discovery now and every discoveryInterval until ctx is
-// done.
+// retryInterval is how soon a failed discovery read is retried, when
+// sooner than discoveryInterval: a remote that starts after this adapter
+// is listed within seconds.
+const retryInterval = 10 * time.Second
+
+// Run refreshes discovery now and every discoveryInterval (sooner after a
+// failure) until ctx is done.
 func (p *Provider) Run(ctx context.Context) {
-	t := time.NewTicker(p.s.discoveryInterval)
-	defer t.Stop()
 	for {
+		next := p.s.discoveryInterval
 		if err := p.Refresh(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Reading the remote adapter's discovery failed; serving the last list", "provider", p.name, "remote", p.s.base.Redacted())
+			next = min(next, retryInterval)
+			klog.ErrorS(err, "Reading the remote adapter's discovery failed; serving the last list", "provider", p.name, "remote", p.s.base.Redacted(), "retryIn", next)
 		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

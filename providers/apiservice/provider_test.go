@@ -744,3 +744,28 @@ func TestClientCertificate(t *testing.T) {
 		t.Errorf("the remote saw client certificates %q", seen)
 	}
 }
+
+// TestRun: Run reads discovery when it starts and returns when its context
+// is done.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apis/external.metrics.k8s.io/v1beta1" {
+			writeJSON(w, 200, &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "s0-redis-jobs", Namespaced: true}}})
+			return
+		}
+		notFound("no")(w, r)
+	})
+	p := f.provider(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	for len(p.ListAllExternalMetrics()) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := p.ListAllExternalMetrics(); l[0].Metric != "s0-redis-jobs" {
+		t.Errorf("discovery %v", l)
+	}
+	cancel()
+	<-done
+}
