@@ -215,6 +215,7 @@ fed_app_requests{namespace=%[1]q,deployment="web"} 42.5
 
 	remote.start(t)
 
+	parent := t
 	t.Run("the remote authenticates and authorizes metricscale", func(t *testing.T) {
 		// Anonymous: refused by the remote itself.
 		anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: parityClient(t).Transport.(*http.Transport).TLSClientConfig.Clone()}}
@@ -233,7 +234,8 @@ fed_app_requests{namespace=%[1]q,deployment="web"} 42.5
 		if out, err := cluster.Kubectl(ctx, "apply", "-f", filepath.Join(cluster.RepoRoot, "manifests", "federation", "remote-rbac.yaml")); err != nil {
 			t.Fatalf("applying the remote's RBAC: %v\n%s", err, out)
 		}
-		t.Cleanup(func() {
+		// on the parent: the binding must outlive this subtest
+		parent.Cleanup(func() {
 			_, _ = cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", filepath.Join(cluster.RepoRoot, "manifests", "federation", "remote-rbac.yaml"))
 		})
 	})
