@@ -276,8 +276,11 @@ fed_app_requests{namespace=%[1]q,deployment="web"} 42.5
 	})
 
 	t.Run("discovery merges the remote's", func(t *testing.T) {
-		waitDiscovery(t, "/apis/external.metrics.k8s.io/v1beta1", []string{fedQueue, "prom_queue_messages_ready"}, 500*time.Millisecond)
-		waitDiscovery(t, "/apis/custom.metrics.k8s.io/v1beta2", []string{"deployments.apps/" + fedRequests, "pods/prom_container_cpu_usage"}, 500*time.Millisecond)
+		// next to a metric of another provider: one pushed to the memory provider
+		pushed := "e2e_fed_pushed_" + strings.ReplaceAll(ns, "-", "_")
+		adapterPush(ctx, t, fmt.Sprintf("%s{namespace=%q} 3\n", pushed, ns))
+		waitDiscovery(t, "/apis/external.metrics.k8s.io/v1beta1", []string{fedQueue, pushed}, 500*time.Millisecond)
+		waitDiscovery(t, "/apis/custom.metrics.k8s.io/v1beta2", []string{"deployments.apps/" + fedRequests, "namespaces/" + fedRequests, "namespaces/" + pushed}, 500*time.Millisecond)
 	})
 
 	period := cluster.HPASyncPeriod
