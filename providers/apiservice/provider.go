@@ -323,7 +323,6 @@ type query struct {
 	metric string
 	gr     schema.GroupResource // empty for external metrics
 	what   string               // "pod a/p1", "pods in namespace a with selector app=web"
-	object string               // the object's name for a by-name query
 }
 
 // fetch sends GET path?q to the remote, sharing the call with identical
@@ -482,8 +481,7 @@ func objectName(gr schema.GroupResource, name types.NamespacedName) string {
 
 // GetMetricByName implements providers.CustomProvider.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info providers.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	q := query{metric: info.Metric, gr: info.GroupResource, object: name.Name,
-		what: objectName(info.GroupResource, name) + describeSelector(metricSelector)}
+	q := query{metric: info.Metric, gr: info.GroupResource, what: objectName(info.GroupResource, name) + describeSelector(metricSelector)}
 	params := url.Values{}
 	if metricSelector != nil && !metricSelector.Empty() {
 		params.Set("metricLabelSelector", metricSelector.String())
@@ -564,7 +562,6 @@ func (c customOnly) Name() string                                 { return c.p.N
 func (c customOnly) Run(ctx context.Context)                      { c.p.Run(ctx) }
 func (c customOnly) Health() error                                { return c.p.Health() }
 func (c customOnly) Close() error                                 { return c.p.Close() }
-func (c customOnly) Unwrap() *Provider                            { return c.p }
 func (c customOnly) ListAllMetrics() []providers.CustomMetricInfo { return c.p.ListAllMetrics() }
 func (c customOnly) GetMetricByName(ctx context.Context, name types.NamespacedName, info providers.CustomMetricInfo, msel labels.Selector) (*custom_metrics.MetricValue, error) {
 	return c.p.GetMetricByName(ctx, name, info, msel)
@@ -580,7 +577,6 @@ func (e externalOnly) Name() string            { return e.p.Name() }
 func (e externalOnly) Run(ctx context.Context) { e.p.Run(ctx) }
 func (e externalOnly) Health() error           { return e.p.Health() }
 func (e externalOnly) Close() error            { return e.p.Close() }
-func (e externalOnly) Unwrap() *Provider       { return e.p }
 func (e externalOnly) ListAllExternalMetrics() []providers.ExternalMetricInfo {
 	return e.p.ListAllExternalMetrics()
 }
