@@ -176,11 +176,24 @@ const retryInterval = 10 * time.Second
 // Run refreshes discovery now and every discoveryInterval (sooner after a
 // failure) until ctx is done.
 func (p *Provider) Run(ctx context.Context) {
+	failing := false
 	for {
 		next := p.s.discoveryInterval
-		if err := p.Refresh(ctx); err != nil && ctx.Err() == nil {
+		err := p.Refresh(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			next = min(next, retryInterval)
-			klog.ErrorS(err, "Reading the remote adapter's discovery failed; serving the last list", "provider", p.name, "remote", p.s.base.Redacted(), "retryIn", next)
+			// one error when the remote goes away, not one every retry
+			if !failing {
+				klog.ErrorS(err, "Reading the remote adapter's discovery failed; serving the last list", "provider", p.name, "remote", p.s.base.Redacted(), "retryIn", next)
+			} else {
+				klog.V(2).InfoS("Reading the remote adapter's discovery still fails", "provider", p.name, "err", err)
+			}
+			failing = true
+		case failing:
+			klog.InfoS("Reading the remote adapter's discovery works again", "provider", p.name, "remote", p.s.base.Redacted())
+			failing = false
 		}
 		t := time.NewTimer(next)
 		select {
