@@ -21,7 +21,9 @@
 // the queue backends, which read their broker on demand through
 // providers/ondemand (per-metric cache TTL, coalesced reads, selectors and
 // namespaces applied in the adapter): rabbitmq, redis, kafka, postgresql,
-// nats (providers/<type>, each with a README).
+// nats (providers/<type>, each with a README); and apiservice
+// (providers/apiservice), federation to another metrics adapter (KEDA,
+// prometheus-adapter, ...) over HTTPS.
 //
 // Errors returned by providers must carry API semantics; use the constructors
 // in this package:

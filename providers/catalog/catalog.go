@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/apiservice"
 	"github.com/metricscale/metricscale/providers/kafka"
 	"github.com/metricscale/metricscale/providers/memory"
 	"github.com/metricscale/metricscale/providers/nats"
@@ -20,6 +21,7 @@ import (
 // Factories returns the known provider types by config type.
 func Factories() map[string]providers.Factory {
 	return map[string]providers.Factory{
+		apiservice.Type: apiservice.Factory{},
 		kafka.Type:      kafka.Factory{},
 		memory.Type:     memory.Factory{},
 		nats.Type:       nats.Factory{},
