@@ -1,8 +1,14 @@
 # metricscale — build, test and demo targets.
 GO ?= go
 PKGS := ./...
+# The release version, and its only source: the images' tag, the binaries'
+# --version; manifests/ must name the same (cmd/internal/version's test).
+VERSION ?= v0.1.0
 
-.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate chart
+.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate chart images
+# Nested modules with their own go.mod (kept out of the main one): the chart's
+# tools and tests, and the image builder.
+NESTED := hack/helm hack/images
 
 all: build
 
@@ -14,7 +20,7 @@ test: unit e2e
 
 unit:
 	$(GO) test -count=1 $(PKGS)
-	cd hack/helm && $(GO) test -count=1 ./...
+	@set -e; for m in $(NESTED); do echo "cd $$m && $(GO) test -count=1 ./..."; (cd $$m && $(GO) test -count=1 ./...); done
 
 # The e2e suite brings up hack/cluster.sh's local cluster when none runs.
 e2e:
@@ -24,7 +30,7 @@ e2e:
 vet:
 	$(GO) vet $(PKGS)
 	@if [ -d hack/e2e ]; then $(GO) vet -tags e2e ./hack/e2e/...; fi
-	cd hack/helm && $(GO) vet ./...
+	@set -e; for m in $(NESTED); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
@@ -46,6 +52,11 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$dir; \
 	  done; \
 	done; [ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }
+
+# Both container images, without a container engine (hack/images/README.md):
+# _output/images/{adapter,autoscaler}-$(VERSION).tar and the OCI layout oci/.
+images:
+	cd hack/images && $(GO) run . --root ../.. --version $(VERSION) --out ../../_output/images --go $(GO)
 
 # The main job in one command: a queue autoscaled end to end on the local cluster.
 # DEMO_ARGS=--keep leaves it running; --fast shortens the traffic pattern.

@@ -4,11 +4,18 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/metricscale/metricscale/adapter/app"
+	"github.com/metricscale/metricscale/cmd/internal/version"
 )
 
 func main() {
+	// --version is answered here: the serving flags are defined in adapter/app.
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("metricscale-adapter"))
+		return
+	}
 	os.Exit(app.Main(os.Args[1:]))
 }

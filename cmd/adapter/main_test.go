@@ -35,6 +35,7 @@ func TestCommandLine(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, 2, "unknown flag"},
 		{"push without token", []string{"--push-port=6445", "--secure-port=0"}, 1, "--push-token-file: required"},
 		{"help", []string{"--help"}, 0, "--push-token-file"},
+		{"version", []string{"--version"}, 0, "metricscale-adapter dev (commit "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/autoscaler/app"
+	"github.com/metricscale/metricscale/cmd/internal/version"
 )
 
 func main() {
@@ -23,7 +25,12 @@ func main() {
 	opts := app.NewOptions()
 	fs := pflag.NewFlagSet("autoscaler", pflag.ExitOnError)
 	opts.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.String("metricscale-autoscaler"))
+		return
+	}
 	defer logs.FlushLogs()
 	// Validate applies the logging flags (component-base, as the adapter).
 	if err := opts.Validate(); err != nil {
