@@ -3,7 +3,7 @@
 // v1.36) once defaulting has run, so that the simulator refuses what a
 // cluster would refuse. The MetricAutoscaler CRD's schema and CEL rules
 // (autoscaler/api/v1alpha1) reject the same specs; one table of invalid
-// specs (testdata/invalid-specs.yaml) tests both.
+// specs (validationtest/invalid-specs.yaml) tests both.
 package validation
 
 import (

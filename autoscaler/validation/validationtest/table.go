@@ -3,16 +3,20 @@
 package validationtest
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 
 	"sigs.k8s.io/yaml"
 )
 
-// InvalidSpec is one entry of testdata/invalid-specs.yaml: a spec as
+// invalidSpecsYAML is embedded rather than found next to this file, so the
+// table loads wherever the package was built (-trimpath included).
+//
+//go:embed invalid-specs.yaml
+var invalidSpecsYAML []byte
+
+// InvalidSpec is one entry of invalid-specs.yaml: a spec as
 // generic JSON, and where and why the API server rejects it.
 type InvalidSpec struct {
 	Name   string
@@ -24,11 +28,7 @@ type InvalidSpec struct {
 // InvalidSpecs reads the table of invalid specs shared by the tests of the
 // simulator's validation and of the MetricAutoscaler CRD.
 func InvalidSpecs() ([]InvalidSpec, error) {
-	_, here, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "testdata", "invalid-specs.yaml"))
-	if err != nil {
-		return nil, err
-	}
+	data := invalidSpecsYAML
 	var table struct {
 		Base  map[string]any `json:"base"`
 		Cases []struct {
