@@ -82,7 +82,7 @@ type reloader struct {
 
 	reg *registry.Registry
 
-	mu       sync.Mutex // serializes init, apply and stop
+	mu       sync.Mutex      // serializes init, apply and stop
 	ctx      context.Context // the providers' loops and drains; ends at stop
 	cancel   context.CancelFunc
 	cfg      *config.Config
