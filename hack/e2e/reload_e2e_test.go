@@ -292,4 +292,3 @@ func procEnviron(t *testing.T, pid int) map[string]string {
 	}
 	return env
 }
-
