@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
@@ -140,6 +139,7 @@ func (r *reloader) init(cfg *config.Config, data []byte) (*registry.Registry, er
 	r.hash = hashOf(data)
 	r.lastSeen = r.hash
 	setConfigInfo(r.hash, r.clock.Now())
+	lastReloadSuccessful.Set(1)
 	return reg, nil
 }
 
@@ -562,15 +562,4 @@ func (r *reloader) eventsFor(base string) int {
 	r.eventsMu.Lock()
 	defer r.eventsMu.Unlock()
 	return r.watchEvents[base]
-}
-
-// describe is the running config's summary (tests, logs).
-func (r *reloader) describe() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var parts []string
-	for _, rt := range r.cfg.Routes {
-		parts = append(parts, rt.Metric+"→"+rt.Provider)
-	}
-	return strings.Join(parts, " ")
 }

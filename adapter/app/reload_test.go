@@ -586,3 +586,14 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+// describe is the running config's routes, "metric→provider".
+func (r *reloader) describe() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []string
+	for _, rt := range r.cfg.Routes {
+		parts = append(parts, rt.Metric+"→"+rt.Provider)
+	}
+	return strings.Join(parts, " ")
+}
