@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -86,12 +88,17 @@ routes:
 		return v
 	}
 
+	hashInfo := func(content string) string {
+		sum := sha256.Sum256([]byte(content))
+		return `metricscale_adapter_config_info{hash="sha256:` + hex.EncodeToString(sum[:]) + `"} 1`
+	}
+	until("the first config's hash", monitor, "/metrics", func(c int, b string) bool { return strings.Contains(b, hashInfo(initial)) })
 	push(`kept{namespace="default"} 5` + "\n")
 	until("kept = 5", hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/kept", func(c int, b string) bool { return value(c, b, "5") })
 	before := until("the reload counters", monitor, "/metrics", func(c int, b string) bool { return c == 200 && counter(b, "success") >= 0 })
 
 	// a second provider takes new_* ahead of the catch-all
-	write(`providers:
+	const second = `providers:
 - name: mem
   type: memory
 - name: second
@@ -102,8 +109,11 @@ routes:
   kind: external
 - metric: "*"
   provider: mem
-`)
-	until("a successful reload", monitor, "/metrics", func(c int, b string) bool { return counter(b, "success") > counter(before, "success") })
+`
+	write(second)
+	until("a successful reload", monitor, "/metrics", func(c int, b string) bool {
+		return counter(b, "success") > counter(before, "success") && strings.Contains(b, hashInfo(second))
+	})
 	push(`new_jobs{namespace="default"} 9` + "\n")
 	until("new_jobs = 9", hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/new_jobs", func(c int, b string) bool { return value(c, b, "9") })
 	until("kept = 5 after the reload", hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/kept", func(c int, b string) bool { return value(c, b, "5") })
@@ -117,7 +127,7 @@ routes:
 	until("a refused reload", monitor, "/metrics", func(c int, b string) bool { return counter(b, "failure") > counter(mid, "failure") })
 	until("new_jobs = 9 after the refused reload", hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/new_jobs", func(c int, b string) bool { return value(c, b, "9") })
 	after := until("metrics", monitor, "/metrics", func(c int, b string) bool { return c == 200 })
-	if !strings.Contains(after, "metricscale_adapter_config_last_reload_successful 0") {
-		t.Error("config_last_reload_successful is not 0 after a refused reload")
+	if !strings.Contains(after, "metricscale_adapter_config_last_reload_successful 0") || !strings.Contains(after, hashInfo(second)) {
+		t.Error("after a refused reload: config_last_reload_successful is not 0, or config_info does not name the running config")
 	}
 }

@@ -69,6 +69,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},
 		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
 	})
+	registerReloadMetrics() // before init, which records the first config's hash
 	reg, err := rl.init(cfg, cfgData)
 	if err != nil {
 		return err
@@ -89,7 +90,6 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	telemetry.Register()
-	registerReloadMetrics()
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
 		klog.V(2).InfoS("custom-metrics-apiserver metrics already registered", "err", err)
 	}

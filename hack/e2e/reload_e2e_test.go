@@ -52,6 +52,17 @@ func TestConfigReload(t *testing.T) {
 		writeAtomically(t, file, original)
 		waitConfigHash(t, metrics, original)
 	})
+	t.Cleanup(func() {
+		if t.Failed() { // the adapter's reload log lines, before the cluster's next run truncates its log
+			logs, _ := os.ReadFile(filepath.Join(cluster.Dir, "logs", "metricscale-adapter.log"))
+			for _, l := range strings.Split(string(logs), "\n") {
+				if strings.Contains(l, "onfig") && strings.Contains(l, "reload.go") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+	waitConfigHash(t, metrics, original) // the adapter reports the config it started with
 
 	// (0) a series in the memory provider, which the reload leaves alone
 	if err := cluster.Push(ctx, fmt.Sprintf("e2e_reload_kept{namespace=%q} 5\n", ns)); err != nil {
