@@ -204,15 +204,18 @@ func closeAll(rps []*running) {
 // stop stops every provider, retired ones still draining included, and
 // waits for their loops.
 func (r *reloader) stop() {
+	// Cancel before taking the lock: a reload waiting for a new provider's
+	// readiness holds it, and gives up when the context ends. (cancel is
+	// set once by start, which runs before stop.)
+	if r.cancel != nil {
+		r.cancel() // drains close their providers now
+	}
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
 		return
 	}
 	r.stopped = true
-	if r.cancel != nil {
-		r.cancel() // drains close their providers now
-	}
 	current := make([]*running, 0, len(r.running))
 	for _, name := range r.names() {
 		current = append(current, r.running[name])
@@ -306,7 +309,7 @@ func hasResourceRoute(cfg *config.Config) bool {
 func (r *reloader) needsRestart(next *config.Config) error {
 	if has := hasResourceRoute(next); has != r.resourceServed {
 		if has {
-			return errors.New("routes: a route of kind resource was added: metrics.k8s.io is installed (with the node watch and its OpenAPI) only at start; restart the adapter to serve it")
+			return errors.New("routes: a route of kind resource was added (in a prometheus-adapter rules file: resourceRules): metrics.k8s.io is installed (with the node watch and its OpenAPI) only at start; restart the adapter to serve it")
 		}
 		return errors.New("routes: the route of kind resource was removed: metrics.k8s.io stays installed until a restart; restart the adapter to stop serving it (changing which provider serves it applies live)")
 	}

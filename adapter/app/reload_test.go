@@ -33,6 +33,7 @@ type gateProvider struct {
 	name    string
 	value   float64
 	block   bool
+	unready bool
 	entered chan struct{}
 	release chan struct{}
 	closed  chan struct{}
@@ -64,14 +65,22 @@ func (p *gateProvider) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
+func (p *gateProvider) Ready(context.Context) error {
+	if p.unready {
+		return errors.New("backend not reachable yet")
+	}
+	return nil
+}
+
 func (p *gateProvider) Close() error {
 	close(p.closed)
 	return nil
 }
 
 type gateOptions struct {
-	Value float64 `json:"value"`
-	Block bool    `json:"block"`
+	Value    float64 `json:"value"`
+	Block    bool    `json:"block"`
+	NotReady bool    `json:"notReady"`
 }
 
 // gateFactory builds gate providers and remembers each one; type "broken"
@@ -103,7 +112,7 @@ func (f *gateFactory) New(name string, raw json.RawMessage, _ providers.Deps) (p
 			return nil, err
 		}
 	}
-	p := &gateProvider{name: name, value: o.Value, block: o.Block, entered: make(chan struct{}, 8), release: make(chan struct{}), closed: make(chan struct{})}
+	p := &gateProvider{name: name, value: o.Value, block: o.Block, unready: o.NotReady, entered: make(chan struct{}, 8), release: make(chan struct{}), closed: make(chan struct{})}
 	f.mu.Lock()
 	f.built = append(f.built, p)
 	f.mu.Unlock()
@@ -390,6 +399,36 @@ func TestReloadRefusesInvalidConfig(t *testing.T) {
 	}
 	if e.gates.count() != 1 {
 		t.Errorf("%d gate providers built; refused configs must not leave any", e.gates.count())
+	}
+}
+
+// TestReloadRefusesUnreadyProvider: a new provider that does not become
+// ready is not swapped in (it would fail /readyz and take every metric
+// away): the reload is refused and the provider closed.
+func TestReloadRefusesUnreadyProvider(t *testing.T) {
+	e := newReloadEnv(t, memAndGate)
+	e.rl.readyWait = 200 * time.Millisecond
+	failures := counter(t, reloadFailure)
+	if got := e.rl.apply([]byte(strings.Replace(memAndGate, "{value: 1}", "{value: 2, notReady: true}", 1)), "test"); got != reloadFailed {
+		t.Fatalf("apply: %v, want failed", got)
+	}
+	if d := counter(t, reloadFailure) - failures; d != 1 {
+		t.Errorf("failure counter went up by %v, want 1", d)
+	}
+	if ev := e.lastEvent(); !strings.Contains(ev, `provider "g" is not ready within`) || !strings.Contains(ev, "backend not reachable yet") {
+		t.Errorf("event %q, want it to name the unready provider and why", ev)
+	}
+	unready := e.gates.last()
+	select {
+	case <-unready.closed:
+	default:
+		t.Error("the refused provider was not closed")
+	}
+	if unready.running.Load() != 0 {
+		t.Error("the refused provider's loop still runs")
+	}
+	if v, err := e.value("gate_x"); err != nil || v != 1 {
+		t.Errorf("old gate: %v %v, want 1", v, err)
 	}
 }
 
