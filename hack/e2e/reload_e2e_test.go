@@ -90,6 +90,7 @@ func TestConfigReload(t *testing.T) {
 	successes := reloadCount(t, metrics, "success")
 	writeAtomically(t, file, changed)
 	waitConfigHash(t, metrics, changed)
+	t.Logf("applied live: config_info hash %s", hashOf(changed))
 	if got := reloadCount(t, metrics, "success"); got != successes+1 {
 		t.Errorf("config_reloads_total{result=success}: %v → %v, want one more", successes, got)
 	}
@@ -142,6 +143,7 @@ func TestConfigReload(t *testing.T) {
 			}
 			for _, ev := range evs.Items {
 				if ev.Type == "Warning" && strings.Contains(ev.Message, `unknown field "colour"`) && strings.Contains(ev.Message, file) {
+					t.Logf("event on pod %s/%s: %s %s: %s", env["POD_NAMESPACE"], env["POD_NAME"], ev.Type, ev.Reason, ev.Message)
 					return true, "", nil
 				}
 			}
