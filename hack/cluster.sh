@@ -961,7 +961,8 @@ start_adapter() {
       die "applying manifests/metrics-api/rbac.yaml failed (see $LOGS/$sa-rbac.log)"
   fi
   # With Prometheus: hack/adapter-config.yaml, the memory provider (push, every name) and a
-  # prometheus provider for the prom_* names; copied, so that the running config stays as read.
+  # prometheus provider for the prom_* names; copied, so that the running config stays as read
+  # until something rewrites the copy: the adapter reloads it (TestConfigReload does).
   local config=()
   if [[ $PROMETHEUS == true ]]; then
     [[ -f $REPO_ROOT/hack/adapter-config.yaml ]] || die "hack/adapter-config.yaml is missing"
@@ -974,7 +975,10 @@ start_adapter() {
     config=(--config="$adapter_dir/config.yaml")
     log "    adapter config: $adapter_dir/config.yaml (memory + prometheus at 127.0.0.1:$PROMETHEUS_PORT${RUNNING_BACKENDS[*]:+ + ${RUNNING_BACKENDS[*]}})"
   fi
-  start metricscale-adapter "$DIR/bin/metricscale-adapter" \
+  # No pod runs the adapter here: it names one, so its config reload events (which the
+  # API server accepts for a pod that does not exist) are emitted with its real RBAC.
+  POD_NAMESPACE=$ns POD_NAME=metricscale-adapter-local \
+    start metricscale-adapter "$DIR/bin/metricscale-adapter" \
     --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 --cert-dir="$adapter_dir" \
     --kubeconfig="$adapter_kubeconfig" --authentication-kubeconfig="$adapter_kubeconfig" \
     --authorization-kubeconfig="$adapter_kubeconfig" "${config[@]}" \

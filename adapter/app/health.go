@@ -2,12 +2,11 @@ package app
 
 import (
 	"fmt"
-	"io"
 	"net/http"
+	"sync"
 
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/mux"
-	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/registry"
@@ -39,13 +38,37 @@ func backendHealthChecks(reg *registry.Registry) []healthz.HealthChecker {
 }
 
 // installProviderz serves providerzPath behind the server's authentication
-// and authorization (it may name backend hosts, so it is not anonymous).
+// and authorization (it may name backend hosts, so it is not anonymous). The
+// checks follow the registry: a config reload that adds or removes a
+// provider changes them.
 func installProviderz(m *mux.PathRecorderMux, reg *registry.Registry) {
-	checks := backendHealthChecks(reg)
-	if len(checks) == 0 {
-		return
+	h := &providerz{reg: reg}
+	m.Handle(providerzPath, h)
+	m.HandlePrefix(providerzPath+"/", h)
+}
+
+// providerz serves the health checks of the registry's current providers,
+// rebuilt when a reload swapped them.
+type providerz struct {
+	reg *registry.Registry
+
+	mu    sync.Mutex
+	gen   uint64
+	inner *mux.PathRecorderMux
+}
+
+func (p *providerz) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	p.mu.Lock()
+	// The generation is read before the instances: a swap in between is
+	// seen at the next request.
+	if gen := p.reg.Generation(); p.inner == nil || gen != p.gen {
+		inner := mux.NewPathRecorderMux("providerz")
+		healthz.InstallPathHandler(inner, providerzPath, backendHealthChecks(p.reg)...)
+		p.inner, p.gen = inner, gen
 	}
-	healthz.InstallPathHandler(m, providerzPath, checks...)
+	inner := p.inner
+	p.mu.Unlock()
+	inner.ServeHTTP(w, req)
 }
 
 // updateProviderUp sets metricscale_adapter_provider_up for every provider
@@ -58,17 +81,6 @@ func updateProviderUp(reg *registry.Registry) {
 				up = 0
 			}
 			telemetry.ProviderUp.WithLabelValues(in.Provider.Name()).Set(up)
-		}
-	}
-}
-
-// closeProviders releases the connections of providers that hold some.
-func closeProviders(reg *registry.Registry) {
-	for _, in := range reg.Instances() {
-		if c, ok := in.Provider.(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				klog.ErrorS(err, "Closing provider", "provider", in.Provider.Name())
-			}
 		}
 	}
 }

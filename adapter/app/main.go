@@ -12,7 +12,6 @@ import (
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/providers/prometheus"
 )
 
@@ -80,12 +79,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	var c *config.Config
-	if prometheus.IsAdapterConfig(data) {
-		c, err = config.FromPrometheusAdapter(data, prometheus.AdapterFlags{PrometheusURL: "http://prometheus.invalid"})
-	} else {
-		c, err = config.Parse(data, Factories())
-	}
+	// The adapter's own decoder; a rules file needs a Prometheus URL to
+	// validate, which check-config does not reach.
+	c, _, err := decodeConfig(data, prometheus.AdapterFlags{PrometheusURL: "http://prometheus.invalid"})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", *file, err)
 		return 1

@@ -289,3 +289,48 @@ func TestMetricsAPIOverlay(t *testing.T) {
 		t.Errorf("node reader binding: %+v %+v", rb.RoleRef, rb.Subjects)
 	}
 }
+
+// TestManifestsReloadEvents: the Deployment names the pod to the adapter
+// (downward API) and the adapter may create and patch events in its own
+// namespace, nothing more, for its config reload events.
+func TestManifestsReloadEvents(t *testing.T) {
+	t.Parallel()
+	m := readManifests(t, "adapter")
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(m["Deployment/metricscale-adapter"], &d); err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	for env, path := range map[string]string{envPodName: "metadata.name", envPodNamespace: "metadata.namespace", envPodUID: "metadata.uid"} {
+		if fields[env] != path {
+			t.Errorf("env %s = fieldRef %q, want %q", env, fields[env], path)
+		}
+	}
+
+	var role rbacv1.Role
+	if err := yaml.UnmarshalStrict(m["Role/metricscale-adapter-events"], &role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Namespace != d.Namespace || len(role.Rules) != 1 {
+		t.Fatalf("events role: namespace %q (deployment's %q), %d rules", role.Namespace, d.Namespace, len(role.Rules))
+	}
+	r := role.Rules[0]
+	verbs := append([]string(nil), r.Verbs...)
+	sort.Strings(verbs)
+	if strings.Join(r.APIGroups, ",") != "" || strings.Join(r.Resources, ",") != "events" || strings.Join(verbs, ",") != "create,patch" || len(r.ResourceNames) > 0 {
+		t.Errorf("events role rule %+v: want create,patch on core events only", r)
+	}
+	var rb rbacv1.RoleBinding
+	if err := yaml.UnmarshalStrict(m["RoleBinding/metricscale-adapter-events"], &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.Namespace != d.Namespace || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name || len(rb.Subjects) != 1 ||
+		rb.Subjects[0].Name != d.Spec.Template.Spec.ServiceAccountName || rb.Subjects[0].Namespace != d.Namespace {
+		t.Errorf("events binding: %+v %+v", rb.RoleRef, rb.Subjects)
+	}
+}

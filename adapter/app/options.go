@@ -33,8 +33,11 @@ type Options struct {
 	basecmd.AdapterBase
 
 	ConfigFile string
-	SeriesTTL  time.Duration
-	MaxAge     time.Duration
+	// ConfigCheckInterval is how often the config file's content is
+	// compared, besides watching it; 0: only the watch.
+	ConfigCheckInterval time.Duration
+	SeriesTTL           time.Duration
+	MaxAge              time.Duration
 
 	PushBindAddress  string
 	PushPort         int
@@ -58,12 +61,13 @@ type Options struct {
 // installed in fs.
 func NewOptions(fs *pflag.FlagSet) *Options {
 	o := &Options{
-		SeriesTTL:        memory.DefaultSeriesTTL,
-		MaxAge:           memory.DefaultMaxAge,
-		PushBindAddress:  "0.0.0.0",
-		PushPort:         6445,
-		PushMaxBodyBytes: push.DefaultMaxBodyBytes,
-		PushMaxInflight:  push.DefaultMaxInflight,
+		ConfigCheckInterval: DefaultConfigCheckInterval,
+		SeriesTTL:           memory.DefaultSeriesTTL,
+		MaxAge:              memory.DefaultMaxAge,
+		PushBindAddress:     "0.0.0.0",
+		PushPort:            6445,
+		PushMaxBodyBytes:    push.DefaultMaxBodyBytes,
+		PushMaxInflight:     push.DefaultMaxInflight,
 	}
 	o.Name = "metricscale-adapter"
 	o.FlagSet = fs
@@ -82,7 +86,9 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&o.RemoteKubeConfigFile, "kubeconfig", o.RemoteKubeConfigFile,
 		"kubeconfig of the cluster whose objects the metrics describe (watch pods, discovery); empty: in-cluster config. Same as --lister-kubeconfig.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile,
-		"YAML file naming the providers and routing metrics to them; empty: one memory provider serving every metric")
+		"YAML file naming the providers and routing metrics to them; empty: one memory provider serving every metric. Watched: a valid change is applied live, an invalid one is refused and the running config kept")
+	fs.DurationVar(&o.ConfigCheckInterval, "config-check-interval", o.ConfigCheckInterval,
+		"besides watching --config, compare its content this often, in case a watch event was missed; 0 disables the periodic check")
 	fs.DurationVar(&o.SeriesTTL, "series-ttl", o.SeriesTTL, "delete a pushed series not updated for this long (memory providers; options.seriesTTL overrides)")
 	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "never serve a value older than this: queries get a 404 saying it is stale (memory providers; options.maxAge overrides)")
 	fs.StringVar(&o.PushBindAddress, "push-bind-address", o.PushBindAddress, "address of the push endpoint (POST /push)")
@@ -118,6 +124,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxAge <= 0 {
 		errs = append(errs, fmt.Errorf("--max-age: must be positive, got %s", o.MaxAge))
+	}
+	if o.ConfigCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("--config-check-interval: must not be negative, got %s", o.ConfigCheckInterval))
 	}
 	if o.DiscoveryInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-interval: must be positive, got %s", o.DiscoveryInterval))
@@ -158,35 +167,53 @@ func readToken(file string) (string, error) {
 	return tok, nil
 }
 
-// loadConfig reads --config, or returns the default config. A
-// prometheus-adapter rules file becomes one prometheus provider serving
-// every metric (and metrics.k8s.io when it has resourceRules).
-func (o *Options) loadConfig() (*config.Config, error) {
+// loadConfig reads --config, or returns the default config; data is the
+// file's content (nil without --config).
+func (o *Options) loadConfig() (cfg *config.Config, data []byte, err error) {
 	if o.ConfigFile == "" {
 		if o.Prometheus.PrometheusURL != "" {
-			return nil, errors.New("--prometheus-url: needs --config with a prometheus-adapter rules file")
+			return nil, nil, errors.New("--prometheus-url: needs --config with a prometheus-adapter rules file")
 		}
-		return config.Default(), nil
+		return config.Default(), nil, nil
 	}
-	data, err := os.ReadFile(o.ConfigFile)
+	data, err = os.ReadFile(o.ConfigFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading config %s: %w", o.ConfigFile, err)
+		return nil, nil, fmt.Errorf("reading config %s: %w", o.ConfigFile, err)
 	}
-	if prometheus.IsAdapterConfig(data) {
-		c, err := config.FromPrometheusAdapter(data, o.Prometheus)
-		if err != nil {
-			return nil, fmt.Errorf("config %s (a prometheus-adapter rules file): %w", o.ConfigFile, err)
-		}
-		return c, nil
-	}
-	if o.Prometheus.PrometheusURL != "" {
-		return nil, fmt.Errorf("--prometheus-url: %s is not a prometheus-adapter rules file; name the URL in its prometheus provider's options", o.ConfigFile)
-	}
-	c, err := config.Parse(data, Factories())
+	c, err := o.parseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", o.ConfigFile, err)
+		return nil, nil, fmt.Errorf("config %s: %w", o.ConfigFile, err)
+	}
+	return c, data, nil
+}
+
+// parseConfig parses and validates a --config file's content, at start and
+// at every reload.
+func (o *Options) parseConfig(data []byte) (*config.Config, error) {
+	c, dropIn, err := decodeConfig(data, o.Prometheus)
+	if err != nil {
+		return nil, err
+	}
+	if !dropIn && o.Prometheus.PrometheusURL != "" {
+		return nil, errors.New("--prometheus-url: this is not a prometheus-adapter rules file; name the URL in its prometheus provider's options")
 	}
 	return c, nil
+}
+
+// decodeConfig is the one decoder of a config file, for the adapter and
+// check-config: a prometheus-adapter rules file becomes one prometheus
+// provider serving every metric (and metrics.k8s.io when it has
+// resourceRules); anything else is the native config.
+func decodeConfig(data []byte, flags prometheus.AdapterFlags) (c *config.Config, dropIn bool, err error) {
+	if prometheus.IsAdapterConfig(data) {
+		c, err := config.FromPrometheusAdapter(data, flags)
+		if err != nil {
+			return nil, true, fmt.Errorf("as a prometheus-adapter rules file: %w", err)
+		}
+		return c, true, nil
+	}
+	c, err = config.Parse(data, Factories())
+	return c, false, err
 }
 
 // dropInDefaults turns the push endpoint off for a prometheus-adapter rules

@@ -18,7 +18,6 @@ import (
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
-	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
@@ -34,7 +33,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cfg, err := o.loadConfig()
+	cfg, cfgData, err := o.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -64,13 +63,18 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	lister := objects.New(mdClient, mapper, cfg.SelectorGroupResources()...)
 
-	reg, err := buildRegistry(cfg, providers.Deps{
+	// The reloader owns the providers: it builds them, runs their loops,
+	// applies config changes and closes them.
+	rl := newReloader(o.ConfigFile, o.parseConfig, Factories(), providers.Deps{
 		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},
 		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
 	})
+	registerReloadMetrics() // before init, which records the first config's hash
+	reg, err := rl.init(cfg, cfgData)
 	if err != nil {
 		return err
 	}
+	defer rl.stop()
 
 	// Providers must be installed before Config(): it decides which OpenAPI
 	// definitions and API groups exist from them.
@@ -136,12 +140,21 @@ func (o *Options) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer closeProviders(reg)
 	lister.Start(ctx)
-	for _, in := range reg.Instances() {
-		if r, ok := in.Provider.(providers.Runner); ok {
-			go r.Run(ctx)
-		}
+	rl.lister = lister
+	rl.resourceServed = serveResourceMetrics
+	rl.checkInterval = o.ConfigCheckInterval
+	events, stopEvents := podEvents(ctx, clientConfig)
+	defer stopEvents()
+	rl.events = events
+	rl.start(ctx)
+	if o.ConfigFile != "" {
+		watchDone := make(chan struct{})
+		go func() {
+			defer close(watchDone)
+			rl.watch(ctx)
+		}()
+		defer func() { cancel(); <-watchDone }()
 	}
 	go func() {
 		t := time.NewTicker(10 * time.Second)
@@ -178,29 +191,6 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) pushEnabled() bool { return o.PushPort != 0 || o.pushListener != nil }
-
-// buildRegistry builds each configured provider and the routes.
-func buildRegistry(cfg *config.Config, deps providers.Deps) (*registry.Registry, error) {
-	factories := Factories()
-	var instances []*registry.Instance
-	for i, pc := range cfg.Providers {
-		f, ok := factories[pc.Type]
-		if !ok {
-			return nil, fmt.Errorf("providers[%d].type: unknown %q", i, pc.Type)
-		}
-		p, err := f.New(pc.Name, pc.Options, deps)
-		if err != nil {
-			return nil, fmt.Errorf("providers[%d] (%s): %w", i, pc.Name, err)
-		}
-		instances = append(instances, &registry.Instance{Provider: p, Timeout: pc.Timeout.Duration})
-		klog.InfoS("Provider configured", "name", pc.Name, "type", pc.Type, "timeout", pc.Timeout.Duration)
-	}
-	routes := make([]registry.Route, 0, len(cfg.Routes))
-	for _, r := range cfg.Routes {
-		routes = append(routes, registry.Route{Metric: r.Metric, Provider: r.Provider, Kind: r.Kind})
-	}
-	return registry.New(instances, routes, deps.Resources, cfg.Discovery.MaxMetrics, deps.Clock)
-}
 
 func providersReady(ctx context.Context, reg *registry.Registry) error {
 	var errs []error

@@ -104,6 +104,24 @@ func New(client metadata.Interface, mapper apimeta.RESTMapper, allowed ...schema
 	return l
 }
 
+// SetAllowed replaces the resources selector queries may name (a config
+// reload of selectorResources; none: DefaultSelectorResources). An added
+// resource is watched from its first query, as at start; a removed one is
+// refused from now on, but its informer, if one started, keeps its watch
+// until the adapter restarts: a shared informer factory cannot stop one.
+func (l *Lister) SetAllowed(allowed ...schema.GroupResource) {
+	if len(allowed) == 0 {
+		allowed = DefaultSelectorResources
+	}
+	m := map[schema.GroupResource]bool{PodsGVR.GroupResource(): true}
+	for _, gr := range allowed {
+		m[gr] = true
+	}
+	l.mu.Lock()
+	l.allowed = m
+	l.mu.Unlock()
+}
+
 func (l *Lister) add(gvr schema.GroupVersionResource) *entry {
 	e := &entry{gvr: gvr, informer: l.factory.ForResource(gvr).Informer()}
 	_ = e.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {

@@ -234,3 +234,48 @@ func TestNodesForResourceMetrics(t *testing.T) {
 		t.Errorf("selector query on nodes: %v, want a 400 (not in selectorResources)", err)
 	}
 }
+
+// TestSetAllowed: a config reload that adds a resource to
+// selectorResources makes it answer (watched from its first query), and one
+// that removes it makes it a 400 again.
+func TestSetAllowed(t *testing.T) {
+	t.Parallel()
+	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	scheme := metadatafake.NewTestScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme, obj(dep, "default", "web", map[string]string{"app": "web"}))
+	l := New(client, mapper())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Start(ctx)
+	deployments := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	status := func() (int, []string) {
+		qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer qcancel()
+		names, err := l.ListNames(qctx, deployments, "default", labels.Everything())
+		var pe *providers.Error
+		if errors.As(err, &pe) {
+			return pe.Code(), nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 200, names
+	}
+	if code, _ := status(); code != 400 {
+		t.Fatalf("before: %d, want 400", code)
+	}
+	l.SetAllowed(deployments)
+	if code, names := status(); code != 200 || strings.Join(names, ",") != "web" {
+		t.Errorf("allowed: %d %v, want web", code, names)
+	}
+	l.SetAllowed() // back to the defaults
+	if code, _ := status(); code != 400 {
+		t.Errorf("removed again: %d, want 400", code)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer qcancel()
+	if _, err := l.ListNames(qctx, schema.GroupResource{Resource: "pods"}, "default", labels.Everything()); err != nil {
+		t.Errorf("pods are always allowed: %v", err)
+	}
+}
