@@ -193,8 +193,8 @@ func TestRender(t *testing.T) {
 			if !slices.Contains(c.Args, "--push-port=0") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--push-token-file") }) {
 				t.Errorf("args %v: want --push-port=0 and no token", c.Args)
 			}
-			if len(d.Spec.Template.Spec.Volumes) != 2 || len(c.Env) != 0 {
-				t.Errorf("volumes %v env %v: want serving-cert and config only, no env", d.Spec.Template.Spec.Volumes, c.Env)
+			if len(d.Spec.Template.Spec.Volumes) != 2 || slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" }) {
+				t.Errorf("volumes %v env %v: want serving-cert and config only, no POD_IP", d.Spec.Template.Spec.Volumes, c.Env)
 			}
 			for _, k := range []string{"Service/metricscale/metricscale-adapter-push", "Service/metricscale/metricscale-adapter-peers"} {
 				if _, ok := objs[k]; ok {
