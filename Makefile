@@ -5,7 +5,7 @@ PKGS := ./...
 # --version; manifests/ must name the same (cmd/internal/version's test).
 VERSION ?= v0.1.0
 
-.PHONY: all build test unit e2e vet fmt-check bench fuzz demo generate chart images
+.PHONY: all build test unit e2e race vet fmt-check bench fuzz demo generate chart images
 # Nested modules with their own go.mod (kept out of the main one): the chart's
 # tools and tests, and the image builder.
 NESTED := hack/helm hack/images
@@ -26,6 +26,11 @@ unit:
 e2e:
 	@if [ -d hack/e2e ]; then $(GO) test -count=1 -tags e2e -timeout 45m -v ./hack/e2e/...; \
 	else echo "e2e: no suite in hack/e2e yet"; fi
+
+# The race detector on the config reload's concurrency: the registry's atomic
+# swap and drains, the reloader, the informer set it updates (needs cgo).
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./providers/registry/ ./adapter/app/ ./adapter/objects/
 
 vet:
 	$(GO) vet $(PKGS)
