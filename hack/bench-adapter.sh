@@ -198,6 +198,19 @@ wait_items() {
   die "$4: $n items after 120s, want $3 (GET $1$2)"
 }
 
+# wait_serving BASE PID WHAT LOG — an adapter this script started is ready and serves the
+# bench's series and pods.
+wait_serving() {
+  local i
+  for ((i = 0; i < 60; i++)); do
+    curl -fsS -k -o /dev/null "$1/readyz" 2>/dev/null && break
+    [[ -d /proc/$2 ]] || die "$3 exited; see $4 (--keep keeps it)"
+    sleep 1
+  done
+  wait_items "$1" "$EXT" "$SERIES" "$EXT from $3"
+  wait_items "$1" "$PODS_PATH" "$PODS" "pods metric from $3"
+}
+
 # ---------------------------------------------------------------- measuring
 
 promql_count() {
@@ -269,13 +282,7 @@ if [[ $PROMETHEUS_ADAPTER == true ]]; then
     --authorization-kubeconfig="$PA_KUBECONFIG" -v=1 >"$WORK/prometheus-adapter.log" 2>&1 &
   PA_PID=$!
   PA=https://127.0.0.1:$PA_PORT
-  for ((i = 0; i < 60; i++)); do
-    curl -fsS -k -o /dev/null "$PA/readyz" 2>/dev/null && break
-    [[ -d /proc/$PA_PID ]] || die "prometheus-adapter exited; see $WORK/prometheus-adapter.log (--keep keeps it)"
-    sleep 1
-  done
-  wait_items "$PA" "$EXT" "$SERIES" "$EXT from prometheus-adapter"
-  wait_items "$PA" "$PODS_PATH" "$PODS" "pods metric from prometheus-adapter"
+  wait_serving "$PA" "$PA_PID" prometheus-adapter "$WORK/prometheus-adapter.log"
 fi
 
 log "==> cache off: the running adapter (pid $ADAPTER_PID), $CLIENTS clients, $DURATION per case"
@@ -316,13 +323,7 @@ if [[ $CACHE_ON == true ]]; then
   "${ARGS[0]}" "${NEWARGS[@]}" >"$WORK/adapter-cached.log" 2>&1 &
   CACHED_PID=$!
   CACHED=https://127.0.0.1:$CACHED_PORT
-  for ((i = 0; i < 60; i++)); do
-    curl -fsS -k -o /dev/null "$CACHED/readyz" 2>/dev/null && break
-    [[ -d /proc/$CACHED_PID ]] || die "the second adapter exited; see $WORK/adapter-cached.log (--keep keeps it)"
-    sleep 1
-  done
-  wait_items "$CACHED" "$EXT" "$SERIES" "$EXT from the second adapter"
-  wait_items "$CACHED" "$PODS_PATH" "$PODS" "pods metric from the second adapter"
+  wait_serving "$CACHED" "$CACHED_PID" "the second adapter" "$WORK/adapter-cached.log"
   for c in selector all-series pods; do
     run "$c" direct "on" "$CACHED_PID" "$CACHED" "$WORK/$c.urls"
   done
