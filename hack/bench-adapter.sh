@@ -274,12 +274,11 @@ if [[ $PROMETHEUS_ADAPTER == true ]]; then
     keep { print substr($0, 5) }
   ' "$REPO_ROOT/hack/adapter-config.yaml" >"$WORK/prometheus-adapter-rules.yaml"
   grep -q '^rules:' "$WORK/prometheus-adapter-rules.yaml" || die "no prom provider rules found in hack/adapter-config.yaml"
-  PA_KUBECONFIG=$KUBECONFIG
   mkdir -p "$WORK/pa-certs"
   "$PA_BIN" --prometheus-url="$METRICSCALE_PROMETHEUS_URL" --config="$WORK/prometheus-adapter-rules.yaml" \
     --metrics-relist-interval=10s --metrics-max-age=1m --secure-port="$PA_PORT" --bind-address=127.0.0.1 \
-    --cert-dir="$WORK/pa-certs" --lister-kubeconfig="$PA_KUBECONFIG" --authentication-kubeconfig="$PA_KUBECONFIG" \
-    --authorization-kubeconfig="$PA_KUBECONFIG" -v=1 >"$WORK/prometheus-adapter.log" 2>&1 &
+    --cert-dir="$WORK/pa-certs" --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" \
+    --authorization-kubeconfig="$KUBECONFIG" -v=1 >"$WORK/prometheus-adapter.log" 2>&1 &
   PA_PID=$!
   PA=https://127.0.0.1:$PA_PORT
   wait_serving "$PA" "$PA_PID" prometheus-adapter "$WORK/prometheus-adapter.log"
