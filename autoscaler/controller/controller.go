@@ -41,6 +41,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/history"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 )
 
@@ -251,8 +252,8 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		return period, actionNone, nil
 	}
 	ma.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kindMA))
-	hist := c.recall(key, ma.UID, func() behavior.History { return historyFromStatus(ma.Status.History) })
-	hpa := asHPA(ma)
+	hist := c.recall(key, ma.UID, func() behavior.History { return history.FromStatus(ma.Status.History) })
+	hpa := ma.HPA()
 	// Scale to zero is always on for MetricAutoscalers.
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
@@ -261,7 +262,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 
 	now := c.clock.Now()
 	m := c.remember(key, ma.UID, res.History)
-	status := maStatus(ma, res, historyToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
+	status := maStatus(ma, res, history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
 	sameVisible := apiequality.Semantic.DeepEqual(withoutHistory(ma.Status), withoutHistory(status))
 	sameHistory := apiequality.Semantic.DeepEqual(ma.Status.History, status.History)
 	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {

@@ -10,8 +10,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	hist "github.com/metricscale/metricscale/autoscaler/history"
 )
 
 // StepResult is what the controller did at one step: the replay's output
@@ -38,6 +40,10 @@ var errScaleUpdate = errors.New("the server is currently unable to handle the re
 func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 	settings := s.Settings()
 	hpa := s.Autoscaler.DeepCopy()
+	var ma *v1alpha1.MetricAutoscaler
+	if s.MetricAutoscaler != nil {
+		ma = s.MetricAutoscaler.DeepCopy()
+	}
 	var (
 		history  behavior.History
 		scale    decision.Scale
@@ -47,11 +53,18 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		out      = make([]StepResult, 0, len(s.Steps))
 	)
 	w.namespace = hpa.Namespace
+	if ma != nil {
+		// A MetricAutoscaler's status carries the history it decided on.
+		history = hist.FromStatus(ma.Status.History)
+	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		now := s.Start.Add(time.Duration(st.At))
 		if st.Autoscaler != nil {
 			hpa.Spec = *st.Autoscaler.Spec.DeepCopy()
+			if ma != nil && st.Autoscaler.MetricAutoscalerSpec != nil {
+				ma.Spec = *st.Autoscaler.MetricAutoscalerSpec.DeepCopy()
+			}
 		}
 		switch {
 		case st.Scale != nil:
@@ -98,7 +111,12 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		if plan.Rescale && w.scaleFails() {
 			writeErr = errScaleUpdate
 		}
-		res := plan.Finish(writeErr)
+		var res decision.Result
+		if plan.Rescale && ma != nil && ma.Spec.DryRun {
+			res = plan.FinishDryRun()
+		} else {
+			res = plan.Finish(writeErr)
+		}
 		history = res.History
 		status, err := storedStatus(res.Status)
 		if err != nil {

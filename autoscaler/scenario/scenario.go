@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/validation"
@@ -32,6 +33,10 @@ type Scenario struct {
 	FeatureGates map[string]bool                       `json:"featureGates"`
 	Autoscaler   autoscalingv2.HorizontalPodAutoscaler `json:"autoscaler"`
 	Steps        []Step                                `json:"steps"`
+
+	// MetricAutoscaler is set when the scenario's autoscaler is one;
+	// Autoscaler is then its HPA view.
+	MetricAutoscaler *v1alpha1.MetricAutoscaler `json:"-"`
 
 	// UpstreamArithmetic replays kube-controller-manager's overflows
 	// exactly (`simulate --upstream-arithmetic`); it is not part of the
@@ -74,6 +79,10 @@ type Edit struct {
 	Metadata   *metav1.ObjectMeta                           `json:"metadata"`
 	Spec       autoscalingv2.HorizontalPodAutoscalerSpec    `json:"spec"`
 	Status     *autoscalingv2.HorizontalPodAutoscalerStatus `json:"status"`
+
+	// MetricAutoscalerSpec is the whole edited spec when the scenario's
+	// autoscaler is a MetricAutoscaler; Spec is then its HPA part.
+	MetricAutoscalerSpec *v1alpha1.MetricAutoscalerSpec `json:"-"`
 }
 
 // PodMetrics is what metrics.k8s.io answers for one pod.
@@ -137,9 +146,22 @@ func Parse(data []byte) (*Scenario, error) {
 	if generic == nil {
 		return nil, errors.New("empty scenario")
 	}
+	ma, edits, err := takeMetricAutoscaler(generic)
+	if err != nil {
+		return nil, err
+	}
 	var s Scenario
 	if err := decodeValue("", generic, reflect.ValueOf(&s).Elem()); err != nil {
 		return nil, err
+	}
+	if ma != nil {
+		s.MetricAutoscaler = ma
+		s.Autoscaler = *ma.HPA()
+		for i, spec := range edits {
+			if i < len(s.Steps) {
+				s.Steps[i].Autoscaler = &Edit{Spec: spec.HPASpec(), MetricAutoscalerSpec: spec}
+			}
+		}
 	}
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -176,6 +198,9 @@ func (s *Scenario) validate() error {
 	}
 	if a.Namespace == "" {
 		a.Namespace = metav1.NamespaceDefault
+	}
+	if s.MetricAutoscaler != nil {
+		s.MetricAutoscaler.Namespace = a.Namespace
 	}
 	opts := validation.Options{ScaleToZero: s.Settings().Gates.ScaleToZero}
 	if err := validateSpec(&a.Spec, field.NewPath("autoscaler", "spec"), opts); err != nil {
@@ -314,6 +339,10 @@ func (s *Scenario) Settings() decision.Settings {
 	}
 	if v, ok := s.FeatureGates["PodLevelResources"]; ok {
 		set.Gates.PodLevelResources = v
+	}
+	if s.MetricAutoscaler != nil {
+		// As the controller: scale to zero is always on for MetricAutoscalers.
+		set.Gates.ScaleToZero = true
 	}
 	set.UpstreamArithmetic = s.UpstreamArithmetic
 	return set

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +29,8 @@ var GroupVersionResource = GroupVersion.WithResource(Resource)
 // +kubebuilder:printcolumn:name="MaxPods",type=integer,JSONPath=`.spec.maxReplicas`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.scaleToZero.active`,priority=1
+// +kubebuilder:printcolumn:name="Fallback",type=boolean,JSONPath=`.status.fallback.active`,priority=1
 type MetricAutoscaler struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -44,6 +47,7 @@ type MetricAutoscaler struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="must be greater than or equal to minReplicas",fieldPath=".maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas > 0 || (has(self.metrics) && self.metrics.exists(m, m.type == 'Object' || m.type == 'External'))",message="minReplicas 0 needs at least one Object or External metric",fieldPath=".metrics"
+// +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || (has(self.minReplicas) && self.minReplicas == 0)",message="scaleToZero needs minReplicas 0",fieldPath=".scaleToZero"
 type MetricAutoscalerSpec struct {
 	// ScaleTargetRef points to the target resource to scale.
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
@@ -77,6 +81,74 @@ type MetricAutoscalerSpec struct {
 	// never writes the target's scale.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// Fallback is the size to go to when metrics cannot be read; unset,
+	// a failing metric keeps the size as an HPA does.
+	// +optional
+	Fallback *Fallback `json:"fallback,omitempty"`
+	// ScaleToZero gates 0 -> 1 and 1 -> 0 on activation thresholds and a
+	// cooldown; it needs minReplicas 0. Unset, minReplicas 0 scales to and
+	// from zero as the HPAScaleToZero gate does.
+	// +optional
+	ScaleToZero *ScaleToZero `json:"scaleToZero,omitempty"`
+}
+
+// FallbackBehavior says how the fallback size is chosen.
+// +kubebuilder:validation:Enum=static;currentReplicas;currentReplicasIfHigher;currentReplicasIfLower
+type FallbackBehavior string
+
+// The fallback behaviors, as KEDA's.
+const (
+	// FallbackStatic goes to Fallback.Replicas.
+	FallbackStatic FallbackBehavior = "static"
+	// FallbackCurrentReplicas keeps the current size.
+	FallbackCurrentReplicas FallbackBehavior = "currentReplicas"
+	// FallbackCurrentReplicasIfHigher goes to the larger of the current
+	// size and Fallback.Replicas.
+	FallbackCurrentReplicasIfHigher FallbackBehavior = "currentReplicasIfHigher"
+	// FallbackCurrentReplicasIfLower goes to the smaller of the current
+	// size and Fallback.Replicas.
+	FallbackCurrentReplicasIfLower FallbackBehavior = "currentReplicasIfLower"
+)
+
+// Fallback configures scaling while metrics fail.
+type Fallback struct {
+	// FailureThreshold is the number of consecutive reconciles in which a
+	// metric could not be read before fallback starts.
+	// +kubebuilder:validation:Minimum=1
+	FailureThreshold int32 `json:"failureThreshold"`
+	// Replicas is the fallback size.
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+	// Behavior chooses between Replicas and the current size.
+	// +kubebuilder:default=static
+	// +optional
+	Behavior FallbackBehavior `json:"behavior,omitempty"`
+}
+
+// ScaleToZero configures activation and cooldown around zero replicas.
+type ScaleToZero struct {
+	// CooldownPeriod is how long every metric must stay at or below its
+	// activation value before the target goes to zero.
+	// +kubebuilder:default="5m"
+	// +optional
+	CooldownPeriod *metav1.Duration `json:"cooldownPeriod,omitempty"`
+	// Activation holds per-metric activation values; a metric without one
+	// activates above zero.
+	// +listType=atomic
+	// +optional
+	Activation []MetricActivation `json:"activation,omitempty"`
+}
+
+// MetricActivation is the value above which a metric activates the target.
+type MetricActivation struct {
+	// Metric is the name of spec metrics it applies to: metric.name for
+	// Object, External and Pods metrics, the resource name for Resource and
+	// ContainerResource ones. It applies to every metric of that name.
+	// +kubebuilder:validation:MinLength=1
+	Metric string `json:"metric"`
+	// Value is the activation threshold, compared with the metric's value.
+	Value resource.Quantity `json:"value"`
 }
 
 // MetricAutoscalerStatus is an autoscaling/v2 HorizontalPodAutoscalerStatus
@@ -119,6 +191,53 @@ type MetricAutoscalerStatus struct {
 	// that a restarted controller decides as if it never stopped.
 	// +optional
 	History *History `json:"history,omitempty"`
+	// Fallback counts failed reads per metric and says whether the
+	// fallback size is in force; kept here to survive restarts.
+	// +optional
+	Fallback *FallbackStatus `json:"fallback,omitempty"`
+	// ScaleToZero is the activation state.
+	// +optional
+	ScaleToZero *ScaleToZeroStatus `json:"scaleToZero,omitempty"`
+}
+
+// FallbackStatus is the fallback state.
+type FallbackStatus struct {
+	// Active is true while the fallback size is in force.
+	Active bool `json:"active"`
+	// Since is when fallback last started.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Metrics lists the spec metrics that failed in the last reconciles.
+	// +listType=atomic
+	// +optional
+	Metrics []MetricFailure `json:"metrics,omitempty"`
+}
+
+// MetricFailure is one spec metric's run of failed reads.
+type MetricFailure struct {
+	// Index is the metric's position in spec.metrics.
+	Index int32 `json:"index"`
+	// Name is the metric's name, for reading.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Failures is the number of consecutive reconciles it failed in.
+	Failures int32 `json:"failures"`
+	// Since is when its first failure of this run was seen.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// LastError is the last read's error.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// ScaleToZeroStatus is the activation state.
+type ScaleToZeroStatus struct {
+	// Active is true when some metric is above its activation value.
+	Active bool `json:"active"`
+	// LastActiveTime is when a metric was last seen above its activation
+	// value; the cooldown counts from it.
+	// +optional
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
 }
 
 // History is the bounded memory of an autoscaler: recommendations within

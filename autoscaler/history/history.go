@@ -1,0 +1,89 @@
+// Package history converts the decision core's history to and from the
+// bounded form a MetricAutoscaler keeps in its status.
+package history
+
+import (
+	"slices"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/behavior"
+)
+
+// FromStatus restores the core's history from a status.
+func FromStatus(h *v1alpha1.History) behavior.History {
+	var out behavior.History
+	if h == nil {
+		return out
+	}
+	for _, r := range h.Recommendations {
+		out.Recommendations = append(out.Recommendations, behavior.Recommendation{Replicas: r.Replicas, Timestamp: r.Time.Time})
+	}
+	events := func(in []v1alpha1.ScaleEvent) []behavior.ScaleEvent {
+		var ev []behavior.ScaleEvent
+		for _, e := range in {
+			ev = append(ev, behavior.ScaleEvent{Change: e.Change, Timestamp: e.Time.Time, Outdated: e.Outdated})
+		}
+		return ev
+	}
+	out.ScaleUpEvents = events(h.ScaleUpEvents)
+	out.ScaleDownEvents = events(h.ScaleDownEvents)
+	return out
+}
+
+// ToStatus keeps what the next decisions can still use: the
+// recommendations within the longest stabilization window and the scale
+// events within the longest policy period of their direction.
+func ToStatus(h behavior.History, spec *autoscalingv2.HorizontalPodAutoscalerSpec, downscaleWindow time.Duration, now time.Time) *v1alpha1.History {
+	window, upPeriod, downPeriod := downscaleWindow, time.Duration(0), time.Duration(0)
+	if b := spec.Behavior; b != nil {
+		window = 0
+		for _, r := range []*autoscalingv2.HPAScalingRules{b.ScaleUp, b.ScaleDown} {
+			if r == nil {
+				continue
+			}
+			w := downscaleWindow
+			if r.StabilizationWindowSeconds != nil {
+				w = time.Duration(*r.StabilizationWindowSeconds) * time.Second
+			}
+			window = max(window, w)
+		}
+		upPeriod, downPeriod = longestPeriod(b.ScaleUp), longestPeriod(b.ScaleDown)
+	}
+	out := &v1alpha1.History{}
+	for _, r := range h.Recommendations {
+		if !r.Timestamp.Before(now.Add(-window)) {
+			out.Recommendations = append(out.Recommendations, v1alpha1.Recommendation{Replicas: r.Replicas, Time: metav1.NewMicroTime(r.Timestamp)})
+		}
+	}
+	if len(out.Recommendations) == 0 && len(h.Recommendations) > 0 {
+		// The newest is kept even when expired: it marks the history as begun.
+		r := slices.MaxFunc(h.Recommendations, func(a, b behavior.Recommendation) int { return a.Timestamp.Compare(b.Timestamp) })
+		out.Recommendations = []v1alpha1.Recommendation{{Replicas: r.Replicas, Time: metav1.NewMicroTime(r.Timestamp)}}
+	}
+	keep := func(in []behavior.ScaleEvent, period time.Duration) []v1alpha1.ScaleEvent {
+		var out []v1alpha1.ScaleEvent
+		for _, e := range in {
+			if !e.Timestamp.Before(now.Add(-period)) {
+				out = append(out, v1alpha1.ScaleEvent{Change: e.Change, Time: metav1.NewMicroTime(e.Timestamp), Outdated: e.Outdated})
+			}
+		}
+		return out
+	}
+	out.ScaleUpEvents = keep(h.ScaleUpEvents, upPeriod)
+	out.ScaleDownEvents = keep(h.ScaleDownEvents, downPeriod)
+	return out
+}
+
+func longestPeriod(r *autoscalingv2.HPAScalingRules) time.Duration {
+	var longest int32
+	if r != nil {
+		for _, p := range r.Policies {
+			longest = max(longest, p.PeriodSeconds)
+		}
+	}
+	return time.Duration(longest) * time.Second
+}
