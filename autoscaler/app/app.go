@@ -212,7 +212,7 @@ func Run(ctx context.Context, o *Options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "metricscale-autoscaler"})
 
-	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimManagedFields))
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	inf := controller.Informers{
 		MetricAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(v1alpha1.GroupVersionResource).Informer(),
 		Pods:              kubeInformers.Core().V1().Pods().Informer(),
@@ -296,15 +296,6 @@ func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interf
 		return nil, err
 	}
 	return &metricsource.REST{Resource: res, Custom: customclient.NewForConfig(cfg, mapper, apis), External: ext}, nil
-}
-
-// trimManagedFields drops what the controller never reads from cached
-// objects, to keep the pod cache small.
-func trimManagedFields(obj any) (any, error) {
-	if o, ok := obj.(metav1.Object); ok {
-		o.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 func serve(ctx context.Context, addr string, ready *atomic.Bool, leader healthz.HealthChecker) (*http.Server, error) {

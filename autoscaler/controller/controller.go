@@ -21,7 +21,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -91,7 +89,6 @@ type Controller struct {
 	cfg      Config
 	clients  Clients
 	inf      Informers
-	pods     corelisters.PodLister
 	recorder record.EventRecorder
 	clock    clock.WithTicker
 	queue    workqueue.TypedRateLimitingInterface[string]
@@ -104,7 +101,6 @@ type Controller struct {
 func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecorder, clk clock.WithTicker) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, clients: clients, inf: inf, recorder: recorder, clock: clk,
-		pods:   corelisters.NewPodLister(inf.Pods.GetIndexer()),
 		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
 		memory: map[string]*memo{},
 	}
@@ -358,7 +354,7 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	in := decision.Input{
 		Autoscaler: hpa,
 		ScaleErr:   scaleErr,
-		Pods:       podLister{c.pods.Pods(hpa.Namespace)},
+		Pods:       podLister{c.inf.Pods.GetIndexer(), hpa.Namespace},
 		Metrics:    c.clients.Metrics,
 		History:    hist,
 		Settings:   settings,
@@ -429,12 +425,6 @@ func (c *Controller) report(obj runtime.Object, events []decision.Event) {
 		c.recorder.Event(obj, e.Type, e.Reason, e.Message)
 	}
 }
-
-type podLister struct {
-	l corelisters.PodNamespaceLister
-}
-
-func (p podLister) List(sel labels.Selector) ([]*corev1.Pod, error) { return p.l.List(sel) }
 
 const (
 	actionNone      = "none"

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+)
+
+// TrimCached is the transform of the shared informers the controller reads
+// from: it keeps of each object what the controller reads. A pod becomes a
+// cachedPod (a tenth of a pod as served: the pod cache holds every pod of
+// the cluster); any other object loses its managedFields only.
+func TrimCached(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return newCachedPod(o), nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// cachedPod is what the replica calculation reads of a pod: its name and
+// labels, whether it is being deleted, its phase, start time and Ready
+// condition, and the requests of its containers.
+type cachedPod struct {
+	name, namespace string
+	labels          map[string]string
+	deletion        *metav1.Time
+	phase           corev1.PodPhase
+	startTime       *metav1.Time
+	ready           *corev1.PodCondition
+	containers      []cachedContainer
+	// podRequests and overhead are the pod-level requests, when set.
+	podRequests, overhead []namedQuantity
+}
+
+type cachedContainer struct {
+	name     string
+	init     bool
+	restart  *corev1.ContainerRestartPolicy
+	requests []namedQuantity
+}
+
+type namedQuantity struct {
+	name corev1.ResourceName
+	q    resource.Quantity
+}
+
+// GetObjectMeta lets the informer's store key and index it.
+func (p *cachedPod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, DeletionTimestamp: p.deletion}
+}
+
+func newCachedPod(p *corev1.Pod) *cachedPod {
+	out := &cachedPod{
+		name: p.Name, namespace: p.Namespace, labels: p.Labels, deletion: p.DeletionTimestamp,
+		phase: p.Status.Phase, startTime: p.Status.StartTime,
+		containers: make([]cachedContainer, 0, len(p.Spec.Containers)+len(p.Spec.InitContainers)),
+	}
+	for i := range p.Status.Conditions {
+		if c := p.Status.Conditions[i]; c.Type == corev1.PodReady {
+			out.ready = &corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		out.containers = append(out.containers, cachedContainer{name: c.Name, restart: c.RestartPolicy, requests: quantities(c.Resources.Requests)})
+	}
+	for _, c := range p.Spec.InitContainers {
+		out.containers = append(out.containers, cachedContainer{name: c.Name, init: true, restart: c.RestartPolicy, requests: quantities(c.Resources.Requests)})
+	}
+	if p.Spec.Resources != nil {
+		out.podRequests = quantities(p.Spec.Resources.Requests)
+	}
+	out.overhead = quantities(p.Spec.Overhead)
+	return out
+}
+
+func quantities(l corev1.ResourceList) []namedQuantity {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make([]namedQuantity, 0, len(l))
+	for name, q := range l {
+		out = append(out, namedQuantity{name, q})
+	}
+	return out
+}
+
+func resourceList(in []namedQuantity) corev1.ResourceList {
+	if in == nil {
+		return nil
+	}
+	out := make(corev1.ResourceList, len(in))
+	for _, nq := range in {
+		out[nq.name] = nq.q
+	}
+	return out
+}
+
+// pod is the cached pod as the decision core reads it.
+func (p *cachedPod) pod() *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, DeletionTimestamp: p.deletion},
+		Status:     corev1.PodStatus{Phase: p.phase, StartTime: p.startTime},
+	}
+	if p.ready != nil {
+		out.Status.Conditions = []corev1.PodCondition{*p.ready}
+	}
+	for _, c := range p.containers {
+		ctr := corev1.Container{Name: c.name, RestartPolicy: c.restart, Resources: corev1.ResourceRequirements{Requests: resourceList(c.requests)}}
+		if c.init {
+			out.Spec.InitContainers = append(out.Spec.InitContainers, ctr)
+		} else {
+			out.Spec.Containers = append(out.Spec.Containers, ctr)
+		}
+	}
+	if p.podRequests != nil {
+		out.Spec.Resources = &corev1.ResourceRequirements{Requests: resourceList(p.podRequests)}
+	}
+	out.Spec.Overhead = resourceList(p.overhead)
+	return out
+}
+
+// podLister lists one namespace's pods from the pod informer's store,
+// which holds cachedPods (or whole pods, without the transform).
+type podLister struct {
+	indexer   cache.Indexer
+	namespace string
+}
+
+func (l podLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
+	objs, err := l.indexer.ByIndex(cache.NamespaceIndex, l.namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		switch p := obj.(type) {
+		case *cachedPod:
+			if sel.Matches(labels.Set(p.labels)) {
+				out = append(out, p.pod())
+			}
+		case *corev1.Pod:
+			if sel.Matches(labels.Set(p.Labels)) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+)
+
+func servedPod(t testing.TB, name string) *corev1.Pod {
+	t.Helper()
+	data, err := os.ReadFile("testdata/pod.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh decode per object, as an informer's: nothing is shared.
+	data = []byte(strings.ReplaceAll(string(data), "ma-123-5d8f7c9b6d-x2k4q", name))
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(data, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// TestTrimPodKeepsWhatTheCoreReads checks that a trimmed pod decides as the
+// pod it came from: the fields the replica calculation reads survive.
+func TestTrimPodKeepsWhatTheCoreReads(t *testing.T) {
+	t.Parallel()
+	pod := servedPod(t, "p")
+	sidecar := corev1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "x", RestartPolicy: &sidecar,
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}}}
+	now := metav1.Now()
+	pod.DeletionTimestamp = &now
+	trimmed, err := TrimCached(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := store.Add(trimmed); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := store.GetByKey(pod.Namespace + "/" + pod.Name); !ok {
+		t.Fatal("the cached pod is not stored under namespace/name")
+	}
+	listed, err := podLister{store, pod.Namespace}.List(labels.SelectorFromSet(labels.Set{"app": "ma-123"}))
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("listing by selector: %v, %d pods", err, len(listed))
+	}
+	if other, _ := (podLister{store, "elsewhere"}).List(labels.Everything()); len(other) != 0 {
+		t.Fatalf("another namespace lists %d pods", len(other))
+	}
+	if none, _ := (podLister{store, pod.Namespace}).List(labels.SelectorFromSet(labels.Set{"app": "other"})); len(none) != 0 {
+		t.Fatalf("a selector that matches nothing lists %d pods", len(none))
+	}
+	got := listed[0]
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"name", got.Name, pod.Name},
+		{"namespace", got.Namespace, pod.Namespace},
+		{"labels", got.Labels, pod.Labels},
+		{"deletionTimestamp", got.DeletionTimestamp, pod.DeletionTimestamp},
+		{"phase", got.Status.Phase, pod.Status.Phase},
+		{"startTime", got.Status.StartTime, pod.Status.StartTime},
+		{"container requests", got.Spec.Containers[0].Resources.Requests, pod.Spec.Containers[0].Resources.Requests},
+		{"sidecar restartPolicy", got.Spec.InitContainers[0].RestartPolicy, pod.Spec.InitContainers[0].RestartPolicy},
+		{"sidecar requests", got.Spec.InitContainers[0].Resources.Requests, pod.Spec.InitContainers[0].Resources.Requests},
+		{"Ready condition", got.Status.Conditions, []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: pod.Status.Conditions[1].LastTransitionTime}}},
+	} {
+		if !apiequality.Semantic.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.field, c.got, c.want)
+		}
+	}
+	if got.ManagedFields != nil || got.Annotations != nil || got.Spec.Volumes != nil || got.Status.ContainerStatuses != nil {
+		t.Error("trimmed pod still carries fields the controller never reads")
+	}
+
+	pod.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("10Mi")}
+	withPodLevel, _ := TrimCached(pod.DeepCopy())
+	if got := withPodLevel.(*cachedPod).pod(); !apiequality.Semantic.DeepEqual(got.Spec.Resources, pod.Spec.Resources) || !apiequality.Semantic.DeepEqual(got.Spec.Overhead, pod.Spec.Overhead) {
+		t.Errorf("pod-level requests or overhead lost: %v %v", got.Spec.Resources, got.Spec.Overhead)
+	}
+
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "h", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3}}
+	out, _ := TrimCached(hpa)
+	if h := out.(*autoscalingv2.HorizontalPodAutoscaler); h.ManagedFields != nil || h.Spec.MaxReplicas != 3 {
+		t.Errorf("an HPA keeps all but its managedFields: %+v", h)
+	}
+}
+
+// cachedMetricAutoscaler is a MetricAutoscaler as the dynamic informer
+// receives it after some reconciles: status with conditions, metrics and
+// a short history.
+func cachedMetricAutoscaler(t testing.TB, i int) any {
+	t.Helper()
+	minR := int32(1)
+	at := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	ma := &v1alpha1.MetricAutoscaler{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MetricAutoscaler"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ma-%d", i), Namespace: "bench-x7k2p", UID: "4f0e8a52-51d6-4c4b-9a53-2f7d4c1e9b11",
+			ResourceVersion: "1234567", Generation: 1, CreationTimestamp: at,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "e2e.test", Operation: "Update", APIVersion: "autoscaling.metricscale.dev/v1alpha1", Time: &at},
+				{Manager: "metricscale-autoscaler", Operation: "Update", APIVersion: "autoscaling.metricscale.dev/v1alpha1", Time: &at, Subresource: "status"}}},
+		Spec: v1alpha1.MetricAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("ma-%d", i)},
+			MinReplicas:    &minR, MaxReplicas: 10,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "bench"}}},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(30, resource.DecimalSI)}}}},
+			SyncPeriod: &metav1.Duration{Duration: 15 * time.Second},
+		},
+		Status: v1alpha1.MetricAutoscalerStatus{
+			CurrentReplicas: 1, DesiredReplicas: 1, Reference: fmt.Sprintf("Deployment/ma-%d", i), Targets: "10/30 (avg)",
+			CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricStatus{
+				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "bench"}}},
+				Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewQuantity(10, resource.DecimalSI)}}}},
+			Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{
+				{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "ReadyForNewScale", Message: "recommended size matches current size"},
+				{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "ValidMetricFound", Message: "the HPA was able to successfully calculate a replica count from external metric queue_messages_ready(&LabelSelector{MatchLabels:map[string]string{queue: bench,},MatchExpressions:[]LabelSelectorRequirement{},})"},
+				{Type: autoscalingv2.ScalingLimited, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "TooFewReplicas", Message: "the desired replica count is less than the minimum replica count"},
+			},
+			MetricProposals: []int32{1},
+			History:         &v1alpha1.History{Recommendations: []v1alpha1.Recommendation{{Replicas: 1, Time: metav1.NewMicroTime(at.Time)}}},
+		},
+	}
+	u, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through JSON, so that the map holds what a decoded watch event holds.
+	data, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func heapAfterGC() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkCacheBytes measures the live heap an informer's store holds per
+// object, as served and as transformed for the controller.
+func BenchmarkCacheBytes(b *testing.B) {
+	managedFieldsOnly := func(obj any) (any, error) {
+		obj.(metav1.Object).SetManagedFields(nil)
+		return obj, nil
+	}
+	pod := func(b *testing.B, i int) any { return servedPod(b, fmt.Sprintf("pod-%d", i)) }
+	for _, tc := range []struct {
+		name      string
+		object    func(*testing.B, int) any
+		transform cache.TransformFunc
+	}{
+		{"pod/served", pod, nil},
+		{"pod/without-managedFields", pod, managedFieldsOnly},
+		{"pod/trimmed", pod, TrimCached},
+		{"metricautoscaler/unstructured", func(b *testing.B, i int) any { return cachedMetricAutoscaler(b, i) }, nil},
+		{"metricautoscaler/typed", func(b *testing.B, i int) any { return cachedMetricAutoscaler(b, i) }, typedMetricAutoscaler},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const n = 2000
+			var perObject float64
+			for b.Loop() {
+				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+				before := heapAfterGC()
+				for i := range n {
+					obj := tc.object(b, i)
+					if tc.transform != nil {
+						var err error
+						if obj, err = tc.transform(obj); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := store.Add(obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				perObject = float64(heapAfterGC()-before) / n
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perObject, "B/object")
+		})
+	}
+}
