@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
@@ -131,7 +131,7 @@ func cachedMetricAutoscaler(t testing.TB, i int) any {
 		Status: v1alpha1.MetricAutoscalerStatus{
 			CurrentReplicas: 1, DesiredReplicas: 1, Reference: fmt.Sprintf("Deployment/ma-%d", i), Targets: "10/30 (avg)",
 			CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricStatus{
-				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "bench"}}},
+				Metric:  autoscalingv2.MetricIdentifier{Name: "queue_messages_ready", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "bench"}}},
 				Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewQuantity(10, resource.DecimalSI)}}}},
 			Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{
 				{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "ReadyForNewScale", Message: "recommended size matches current size"},
