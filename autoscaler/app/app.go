@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ type Options struct {
 	HPASyncPeriod   time.Duration
 	HistorySync     time.Duration
 	BindAddress     string
+	Profiling       bool
 	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
 	Identity        string
 	Tolerance       float64
@@ -119,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
 	fs.DurationVar(&o.HistorySync, "history-sync-interval", o.HistorySync, "how often a MetricAutoscaler's saved history is refreshed when nothing else in its status changes (a change of metrics or scale saves it at once)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve /debug/pprof on the --bind-address server (unauthenticated, like /metrics: for benchmarks and debugging)")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /metrics, /healthz and /readyz, plain HTTP without authentication: keep it on a loopback address unless the network is trusted")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	// The names of earlier releases, still accepted.
@@ -243,7 +246,7 @@ func Run(ctx context.Context, o *Options) error {
 	le := o.LeaderElection
 	// Unhealthy when leading without renewing for this long past the lease.
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	srv, err := serve(ctx, o.BindAddress, &ready, watchdog)
+	srv, err := serve(ctx, o.BindAddress, handler(&ready, watchdog, o.Profiling))
 	if err != nil {
 		return err
 	}
@@ -298,12 +301,12 @@ func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interf
 	return &metricsource.REST{Resource: res, Custom: customclient.NewForConfig(cfg, mapper, apis), External: ext}, nil
 }
 
-func serve(ctx context.Context, addr string, ready *atomic.Bool, leader healthz.HealthChecker) (*http.Server, error) {
+func serve(ctx context.Context, addr string, h http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: handler(ready, leader), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.FromContext(ctx).Error(err, "Metrics server stopped")
@@ -315,8 +318,13 @@ func serve(ctx context.Context, addr string, ready *atomic.Bool, leader healthz.
 // handler serves /metrics, /healthz and /livez (with a leader-election
 // check, as kube-controller-manager's: a leader that stopped renewing is
 // unhealthy) and /readyz (informer caches synced).
-func handler(ready *atomic.Bool, leader healthz.HealthChecker) http.Handler {
+func handler(ready *atomic.Bool, leader healthz.HealthChecker, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		// The heap profile with ?gc=1 gives the live heap after a collection.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	mux.Handle("/metrics", legacyregistry.Handler())
 	healthz.InstallHandler(mux, healthz.PingHealthz, leader)
 	healthz.InstallLivezHandler(mux, healthz.PingHealthz, leader)

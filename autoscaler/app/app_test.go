@@ -74,7 +74,7 @@ func TestHealth(t *testing.T) {
 			t.Parallel()
 			var ready atomic.Bool
 			ready.Store(tc.synced)
-			h := handler(&ready, checker{tc.leaderErr})
+			h := handler(&ready, checker{tc.leaderErr}, false)
 			for path, want := range map[string]int{"/healthz": tc.healthz, "/livez": tc.healthz, "/readyz": tc.readyz} {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -83,5 +83,18 @@ func TestHealth(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProfiling: /debug/pprof is served only when --profiling asks for it.
+func TestProfiling(t *testing.T) {
+	t.Parallel()
+	var ready atomic.Bool
+	for _, on := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		handler(&ready, checker{}, on).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?debug=1", nil))
+		if got := rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "HeapAlloc"); got != on {
+			t.Errorf("profiling %v: served the heap profile: %v (%d)", on, got, rec.Code)
+		}
 	}
 }
