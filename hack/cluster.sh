@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/cluster.sh — a local Kubernetes control plane for metricscale, without Docker.
 #
-#   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller]
+#   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
 #                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--dir DIR]
 #   hack/cluster.sh down [--purge] [--dir DIR]
 #   hack/cluster.sh status [--dir DIR]
@@ -21,7 +21,9 @@
 # ~/.cache/metricscale/<kubernetes version>/bin), then runs them on 127.0.0.1 with a
 # generated PKI, fake kwok nodes and metrics.k8s.io. Unless --kubernetes-only, it also
 # builds and runs the metricscale adapter and autoscaler from the working tree (the
-# autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller).
+# autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller;
+# --separate-hpa-controller runs the HPA controller alone in a second kube-controller-manager,
+# with its own lease, so that its CPU and memory are the HPA controller's: for benchmarks).
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -49,6 +51,7 @@ ETCD_PORT=2379
 ETCD_PEER_PORT=2380
 APISERVER_PORT=6443
 KCM_PORT=10257
+KCM_HPA_PORT=10258
 SCHEDULER_PORT=10259
 KWOK_PORT=10250
 METRICS_SERVER_PORT=4443
@@ -63,7 +66,7 @@ BACKENDS_DIR=$REPO_ROOT/hack/backends
 
 # Every component `up` may start; `status` lists them in this order, `down` stops them in
 # the reverse order. (Prometheus starts first, to become ready while the others start.)
-ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler exporter prometheus)
+ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-controller-manager-hpa kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler exporter prometheus)
 
 # ---------------------------------------------------------------- output helpers
 
@@ -123,6 +126,7 @@ while [[ $# -gt 0 ]]; do
     --nodes) need_value "$@"; NODES=$2; EXPLICIT+="nodes "; shift 2 ;;
     --hpa-sync-period) need_value "$@"; HPA_SYNC_PERIOD=$2; EXPLICIT+="hpa-sync-period "; shift 2 ;;
     --no-hpa-controller) HPA_CONTROLLER=false; EXPLICIT+="no-hpa-controller "; shift ;;
+    --separate-hpa-controller) HPA_CONTROLLER=separate; EXPLICIT+="separate-hpa-controller "; shift ;;
     --kubernetes-only) KUBERNETES_ONLY=true; EXPLICIT+="kubernetes-only "; shift ;;
     --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
     --no-backends) BACKENDS=false; EXPLICIT+="no-backends "; shift ;;
@@ -248,6 +252,15 @@ wait_healthy() {
 }
 
 probe() { "$BIN/clusterutil" probe -q "$@"; }
+
+# hpa_controller_mode MODE [SYNC_PERIOD] — how kube-controller-manager's HPA controller runs, for logs.
+hpa_controller_mode() {
+  case $1 in
+    true) echo "on, sync period ${2:-$HPA_SYNC_PERIOD}" ;;
+    separate) echo "alone in kube-controller-manager-hpa, sync period ${2:-$HPA_SYNC_PERIOD}" ;;
+    *) echo off ;;
+  esac
+}
 probe_apiserver() { probe -ca "$PKI/ca.crt" -cert "$PKI/admin.crt" -key "$PKI/admin.key" "https://127.0.0.1:$APISERVER_PORT$1"; }
 
 # health NAME — one quick health check of a component.
@@ -256,6 +269,7 @@ health() {
     etcd) probe "http://127.0.0.1:$ETCD_PORT/health" ;;
     kube-apiserver) probe_apiserver /readyz ;;
     kube-controller-manager) probe -insecure "https://127.0.0.1:$KCM_PORT/healthz" ;;
+    kube-controller-manager-hpa) probe -insecure "https://127.0.0.1:$KCM_HPA_PORT/healthz" ;;
     kube-scheduler) probe -insecure "https://127.0.0.1:$SCHEDULER_PORT/healthz" ;;
     kwok) probe -insecure "https://127.0.0.1:$KWOK_PORT/healthz" ;;
     metrics-server) probe -insecure "https://127.0.0.1:$METRICS_SERVER_PORT/readyz" ;;
@@ -272,6 +286,7 @@ port_of() {
     etcd) echo "$ETCD_PORT" ;;
     kube-apiserver) echo "$APISERVER_PORT" ;;
     kube-controller-manager) echo "$KCM_PORT" ;;
+    kube-controller-manager-hpa) echo "$KCM_HPA_PORT" ;;
     kube-scheduler) echo "$SCHEDULER_PORT" ;;
     kwok) echo "$KWOK_PORT" ;;
     metrics-server) echo "$METRICS_SERVER_PORT" ;;
@@ -657,7 +672,8 @@ cmd_up() {
       [[ $EXPLICIT == *" nodes "* && $STATE_NODES != "$NODES" ]] && differs+=("it runs $STATE_NODES node(s), not $NODES")
       [[ $EXPLICIT == *" hpa-sync-period "* && $STATE_HPA_SYNC_PERIOD != "$HPA_SYNC_PERIOD" ]] &&
         differs+=("its HPA sync period is $STATE_HPA_SYNC_PERIOD, not $HPA_SYNC_PERIOD")
-      [[ $EXPLICIT == *" no-hpa-controller "* && $STATE_HPA_CONTROLLER == true ]] && differs+=("it runs the HPA controller")
+      [[ $EXPLICIT == *" no-hpa-controller "* && $STATE_HPA_CONTROLLER != false ]] && differs+=("it runs the HPA controller")
+      [[ $EXPLICIT == *" separate-hpa-controller "* && $STATE_HPA_CONTROLLER != separate ]] && differs+=("it does not run the HPA controller in a kube-controller-manager of its own")
       [[ $EXPLICIT == *" kubernetes-only "* && $STATE_KUBERNETES_ONLY == false ]] && differs+=("it runs the metricscale components too")
       [[ $EXPLICIT == *" no-prometheus "* && ${STATE_PROMETHEUS:-false} == true ]] && differs+=("it runs Prometheus")
       if paused prometheus; then
@@ -797,9 +813,9 @@ cmd_up() {
   phase_end kube-apiserver
 
   # ---- controller-manager and scheduler
-  phase_begin "start kube-controller-manager (HPA controller: $([[ $HPA_CONTROLLER == true ]] && echo "on, sync period $HPA_SYNC_PERIOD" || echo off)) and kube-scheduler"
+  phase_begin "start kube-controller-manager (HPA controller: $(hpa_controller_mode "$HPA_CONTROLLER")) and kube-scheduler"
   local controllers='*'
-  [[ $HPA_CONTROLLER == false ]] && controllers='*,-horizontalpodautoscaling'
+  [[ $HPA_CONTROLLER != true ]] && controllers='*,-horizontalpodautoscaling'
   mkdir -p "$DIR/kube-controller-manager/flexvolume" "$DIR/kube-scheduler"
   local kc=$DIR/kubeconfigs/kube-controller-manager.kubeconfig
   start kube-controller-manager "$BIN/kube-controller-manager" \
@@ -811,12 +827,24 @@ cmd_up() {
     --flex-volume-plugin-dir="$DIR/kube-controller-manager/flexvolume" \
     --horizontal-pod-autoscaler-sync-period="$HPA_SYNC_PERIOD" \
     --kube-api-qps=100 --kube-api-burst=200 --profiling=false --v=1
+  if [[ $HPA_CONTROLLER == separate ]]; then
+    # The HPA controller alone, as a cluster would run it: leader-elected, on its own lease.
+    mkdir -p "$DIR/kube-controller-manager-hpa"
+    start kube-controller-manager-hpa "$BIN/kube-controller-manager" \
+      --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+      --bind-address=127.0.0.1 --secure-port="$KCM_HPA_PORT" --cert-dir="$DIR/kube-controller-manager-hpa" \
+      --leader-elect=true --leader-elect-resource-name=kube-controller-manager-hpa \
+      --controllers=horizontalpodautoscaling --use-service-account-credentials=true \
+      --horizontal-pod-autoscaler-sync-period="$HPA_SYNC_PERIOD" \
+      --kube-api-qps=100 --kube-api-burst=200 --profiling=true --v=1
+  fi
   local ks=$DIR/kubeconfigs/kube-scheduler.kubeconfig
   start kube-scheduler "$BIN/kube-scheduler" \
     --kubeconfig="$ks" --authentication-kubeconfig="$ks" --authorization-kubeconfig="$ks" \
     --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --cert-dir="$DIR/kube-scheduler" \
     --leader-elect=false --kube-api-qps=100 --kube-api-burst=200 --profiling=false --v=1
   wait_healthy kube-controller-manager 60 healthy health kube-controller-manager
+  [[ $HPA_CONTROLLER == separate ]] && wait_healthy kube-controller-manager-hpa 60 healthy health kube-controller-manager-hpa
   wait_healthy kube-scheduler 60 healthy health kube-scheduler
   phase_end "kube-controller-manager, kube-scheduler"
 
@@ -941,7 +969,7 @@ start_autoscaler() {
   [[ $HPA_CONTROLLER == false ]] && extra+=(--hpa-objects --hpa-sync-period="$HPA_SYNC_PERIOD")
   start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" \
     --kubeconfig="$kc" --bind-address="127.0.0.1:$AUTOSCALER_PORT" \
-    --leader-elect=true --leader-elect-namespace=metricscale "${extra[@]}" -v=2
+    --leader-elect=true --leader-elect-namespace=metricscale --profiling "${extra[@]}" -v=2
   wait_healthy metricscale-autoscaler 60 healthy health metricscale-autoscaler
 }
 
@@ -1048,7 +1076,7 @@ cmd_status() {
   fi
   load_state || true
   log "${BOLD}metricscale local cluster${RESET} — kubernetes ${STATE_VERSION:-?}, state folder $DIR"
-  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $([[ ${STATE_HPA_CONTROLLER:-true} == true ]] && echo "on (sync period ${STATE_HPA_SYNC_PERIOD:-?})" || echo off); Prometheus: $([[ ${STATE_PROMETHEUS:-false} == true ]] && echo on || echo off)"
+  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $(hpa_controller_mode "${STATE_HPA_CONTROLLER:-true}" "${STATE_HPA_SYNC_PERIOD:-?}"); Prometheus: $([[ ${STATE_PROMETHEUS:-false} == true ]] && echo on || echo off)"
   printf '%-26s %-8s %-11s %-10s %s\n' COMPONENT PID PORT RSS HEALTH
   local c pid h rc=0 rss
   local comps=()

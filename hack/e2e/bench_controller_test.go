@@ -8,145 +8,346 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
 
+// The HPA-only kube-controller-manager of `hack/cluster.sh up --separate-hpa-controller`.
+const (
+	kcmHPA        = "kube-controller-manager-hpa"
+	kcmHPAAddr    = "https://127.0.0.1:10258"
+	oursAddr      = "http://127.0.0.1:6446"
+	kcmCounter    = "horizontal_pod_autoscaler_controller_reconciliations_total"
+	kcmDuration   = "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds"
+	oursCounter   = "metricscale_autoscaler_reconciliations_total"
+	oursDuration  = "metricscale_autoscaler_reconciliation_duration_seconds"
+	restRequests  = "rest_client_requests_total"
+	perNamespace  = 50 // targets of each controller per namespace
+	bigTargetPods = 10
+)
+
+// proc is one controller process under measurement.
+type proc struct {
+	name     string
+	pid      int
+	metrics  string // its /metrics URL
+	pprof    string // its /debug/pprof/heap URL
+	counter  string // its reconcile counter
+	duration string // its reconcile duration histogram
+	kind     string // the label selecting MetricAutoscaler reconciles, "" for all
+}
+
 // TestControllerBenchmark puts N MetricAutoscalers and N equivalent HPAs
-// (each over its own one-pod Deployment, syncPeriod 15s, an External
-// queue metric) in one cluster, and reads both controllers' CPU time and
-// RSS from /proc and their reconcile counts from /metrics. It prints a
-// table; hack/bench-controller.sh runs it.
+// (N/10 of the targets with 10 pods, the rest with one; an External queue
+// metric each) in one cluster whose HPA controller runs alone in a second
+// kube-controller-manager, and measures both controllers side by side:
+// CPU per 1,000 reconciles, API requests per reconcile, live heap and RSS
+// per autoscaler, the time of a pass, the first pass after a restart, and
+// reconciles per second at saturation. hack/bench-controller.sh runs it.
 func TestControllerBenchmark(t *testing.T) {
 	needAutoscaler(t)
-	if !cluster.HPAController {
-		t.Fatal("the benchmark compares with kube-controller-manager's HPA controller; the cluster runs without it")
-	}
-	n := envInt("METRICSCALE_BENCH_N", 1000)
+	n := envInt("METRICSCALE_BENCH_N", 10000)
+	big := envInt("METRICSCALE_BENCH_BIG", n/10)
 	window := time.Duration(envInt("METRICSCALE_BENCH_SECONDS", 120)) * time.Second
-	ns := cluster.CreateNamespace(t, "bench")
-	queue := "bench-" + ns
-	pushDepth(t, queue, 10) // AverageValue 30 per pod: every target stays at 1
-
-	ours, err := autoscalerPid()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcm, err := pidFile("kube-controller-manager")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	create(t, n, func(i int) error {
-		_, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, KwokDeployment(ns, fmt.Sprintf("ma-%d", i), 1, "10m", "1m"), metav1.CreateOptions{})
-		if err != nil {
-			return err
+
+	ourPid, err := autoscalerPid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcmPid, err := componentPid(kcmHPA)
+	if err != nil {
+		t.Fatalf("no %s: start the cluster with hack/cluster.sh up --separate-hpa-controller (%v)", kcmHPA, err)
+	}
+	ours := &proc{name: "metricscale-autoscaler", pid: ourPid, metrics: oursAddr + "/metrics", pprof: oursAddr + "/debug/pprof/heap", counter: oursCounter, duration: oursDuration, kind: `kind="MetricAutoscaler"`}
+	kcm := &proc{name: kcmHPA, pid: kcmPid, metrics: kcmHPAAddr + "/metrics", pprof: kcmHPAAddr + "/debug/pprof/heap", counter: kcmCounter, duration: kcmDuration}
+	adapterPid, _ := componentPid("metricscale-adapter")
+	apiserverPid, _ := componentPid("kube-apiserver")
+
+	// Both queues keep every target where it is: small targets at 1 replica
+	// (10 messages, 30 per pod), big ones at 10 (300 messages, 30 per pod).
+	pushDepth(t, "bench-small", 10)
+	pushDepth(t, "bench-big", 300)
+	baseHeap := map[*proc]float64{ours: heapAfterGC(t, ours), kcm: heapAfterGC(t, kcm)}
+	baseRSS := map[*proc]int64{ours: rssKiB(t, ours.pid), kcm: rssKiB(t, kcm.pid)}
+
+	var nss []string
+	for i := 0; i < (n+perNamespace-1)/perNamespace; i++ {
+		nss = append(nss, cluster.CreateNamespace(t, "bench"))
+	}
+	targets := make([]target, n)
+	pods := 0
+	for i := range targets {
+		targets[i] = target{ns: nss[i/perNamespace], name: fmt.Sprintf("t-%d", i), pods: 1}
+		if i < big {
+			targets[i].pods = bigTargetPods
 		}
-		_, err = cluster.Client.AppsV1().Deployments(ns).Create(ctx, KwokDeployment(ns, fmt.Sprintf("hpa-%d", i), 1, "10m", "1m"), metav1.CreateOptions{})
-		return err
+		pods += 2 * int(targets[i].pods)
+	}
+	start := time.Now()
+	create(t, n, func(i int) error {
+		tg := targets[i]
+		for _, prefix := range []string{"ma-", "hpa-"} {
+			if _, err := cluster.Client.AppsV1().Deployments(tg.ns).Create(ctx, KwokDeployment(tg.ns, prefix+tg.name, tg.pods, "10m", "1m"), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	t.Logf("%d Deployments created; waiting for their pods", 2*n)
-	Eventually(t, 10*time.Minute, 2*time.Second, "all pods running", func(ctx context.Context) (bool, string, error) {
-		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	t.Logf("%d Deployments created in %s; waiting for their %d pods", 2*n, time.Since(start).Round(time.Second), pods)
+	Eventually(t, 60*time.Minute, 5*time.Second, "all pods running", func(ctx context.Context) (bool, string, error) {
+		list, err := cluster.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0", LabelSelector: "app"})
 		if err != nil {
 			return false, "", err
 		}
 		ready := 0
-		for i := range pods.Items {
-			if podReady(&pods.Items[i]) {
+		for i := range list.Items {
+			if podReady(&list.Items[i]) {
 				ready++
 			}
 		}
-		return ready >= 2*n, fmt.Sprintf("%d/%d ready", ready, 2*n), nil
+		return ready >= pods, fmt.Sprintf("%d/%d ready", ready, pods), nil
 	})
-	time.Sleep(10 * time.Second)
-	baseRSS := rssKiB(t, ours)
+	t.Logf("%d pods running after %s", pods, time.Since(start).Round(time.Second))
 
 	minR := int32(1)
+	spec := func(tg target) autoscalingv2.MetricSpec {
+		if tg.pods == bigTargetPods {
+			return queueSpec("bench-big", "30")
+		}
+		return queueSpec("bench-small", "30")
+	}
+	ours0, kcm0 := counter(t, ours), counter(t, kcm)
+	start = time.Now()
 	create(t, n, func(i int) error {
+		tg := targets[i]
 		hpa := &autoscalingv2.HorizontalPodAutoscaler{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hpa-%d", i), Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: "hpa-" + tg.name, Namespace: tg.ns},
 			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("hpa-%d", i)},
-				MinReplicas:    &minR, MaxReplicas: 10, Metrics: []autoscalingv2.MetricSpec{queueSpec(queue, "30")},
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "hpa-" + tg.name},
+				MinReplicas:    &minR, MaxReplicas: 20, Metrics: []autoscalingv2.MetricSpec{spec(tg)},
 			},
 		}
-		if _, err := cluster.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		if _, err := cluster.Client.AutoscalingV2().HorizontalPodAutoscalers(tg.ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		createMA(t, newMA(ns, fmt.Sprintf("ma-%d", i), 1, 10, 15*time.Second, queueSpec(queue, "30")))
+		createMA(t, newMA(tg.ns, "ma-"+tg.name, 1, 20, 15*time.Second, spec(tg)))
 		return nil
 	})
-	t.Logf("%d MetricAutoscalers and %d HPAs created; letting both settle for 45s", n, n)
-	time.Sleep(45 * time.Second)
+	t.Logf("%d MetricAutoscalers and %d HPAs created in %s; waiting until each controller has reconciled %d times", n, n, time.Since(start).Round(time.Second), n)
+	Eventually(t, 10*time.Minute, time.Second, "a pass over every object", func(context.Context) (bool, string, error) {
+		o, k := counter(t, ours)-ours0, counter(t, kcm)-kcm0
+		return o >= n && k >= n, fmt.Sprintf("metricscale %d, kube-controller-manager %d", o, k), nil
+	})
+	time.Sleep(30 * time.Second)
 
-	kcmMetrics := kcmMetricsURL()
-	oursBefore, kcmBefore := cpuSeconds(t, ours), cpuSeconds(t, kcm)
-	oursRec0 := reconciles(t, "127.0.0.1:6446")
-	kcmRec0 := scrape(t, kcmMetrics, "horizontal_pod_autoscaler_controller_reconciliations_total")
+	// Steady state at syncPeriod 15s.
+	type sample struct {
+		cpu                  float64
+		reconciles, requests int
+		durSum               float64
+		durCount             int
+	}
+	read := func(p *proc) sample {
+		body := metricsBody(t, p)
+		sum, count := histogram(body, p.duration, p.kind)
+		return sample{cpu: cpuSeconds(t, p.pid), reconciles: sumSeries(body, p.counter, p.kind), requests: sumSeries(body, restRequests, ""), durSum: sum, durCount: count}
+	}
+	o0, k0 := read(ours), read(kcm)
+	ad0, api0 := cpuOf(t, adapterPid), cpuOf(t, apiserverPid)
 	time.Sleep(window)
-	oursCPU, kcmCPU := cpuSeconds(t, ours)-oursBefore, cpuSeconds(t, kcm)-kcmBefore
-	oursRec := reconciles(t, "127.0.0.1:6446") - oursRec0
-	kcmRec := scrape(t, kcmMetrics, "horizontal_pod_autoscaler_controller_reconciliations_total") - kcmRec0
-	rss := rssKiB(t, ours)
-	kcmRSS := rssKiB(t, kcm)
-
-	if oursRec == 0 || kcmRec == 0 {
-		t.Fatalf("no reconciles measured: metricscale %d, kube-controller-manager %d", oursRec, kcmRec)
+	o1, k1 := read(ours), read(kcm)
+	ad1, api1 := cpuOf(t, adapterPid), cpuOf(t, apiserverPid)
+	heap := map[*proc]float64{ours: heapAfterGC(t, ours), kcm: heapAfterGC(t, kcm)}
+	rss := map[*proc]int64{ours: rssKiB(t, ours.pid), kcm: rssKiB(t, kcm.pid)}
+	steady := map[*proc][2]sample{ours: {o0, o1}, kcm: {k0, k1}}
+	for p, s := range steady {
+		if s[1].reconciles == s[0].reconciles {
+			t.Fatalf("%s reconciled nothing in %s", p.name, window)
+		}
 	}
-	fmt.Printf("\n%d autoscalers each, syncPeriod 15s, measured over %s\n", n, window)
-	fmt.Printf("%-26s %12s %12s %16s %12s\n", "controller", "reconciles", "CPU s", "CPU µs/reconcile", "RSS MiB")
-	fmt.Printf("%-26s %12d %12.2f %16.0f %12.1f\n", "metricscale-autoscaler", oursRec, oursCPU, oursCPU/float64(oursRec)*1e6, float64(rss)/1024)
-	fmt.Printf("%-26s %12d %12.2f %16.0f %12.1f\n", "kube-controller-manager", kcmRec, kcmCPU, kcmCPU/float64(kcmRec)*1e6, float64(kcmRSS)/1024)
-	fmt.Printf("metricscale RSS above its base of %.1f MiB: %.2f KiB per autoscaler\n\n", float64(baseRSS)/1024, float64(rss-baseRSS)/float64(n))
+
+	// The first pass after a restart, objects and pods already there.
+	kcmArgs := cmdline(t, kcm.pid)
+	firstOurs := firstPass(t, ours, n, func() int { restartAutoscaler(t); p, _ := autoscalerPid(); return p })
+	firstKCM := firstPass(t, kcm, n, func() int { stopProcess(t, kcm); return startComponent(t, kcmHPA, kcmArgs) })
+
+	// Saturation: each controller alone with a 1s period, the other stopped.
+	stopProcess(t, ours)
+	stopProcess(t, kcm)
+	kcm.pid = startComponent(t, kcmHPA, withFlags(kcmArgs, map[string]string{"--horizontal-pod-autoscaler-sync-period": "1s"}))
+	satKCM := saturate(t, kcm, window/2)
+	stopProcess(t, kcm)
+	restartAutoscaler(t)
+	ours.pid, _ = autoscalerPid()
+	setSyncPeriods(t, targets, "1s")
+	satOurs := saturate(t, ours, window/2)
+	setSyncPeriods(t, targets, "15s")
+	kcm.pid = startComponent(t, kcmHPA, kcmArgs)
+
+	fmt.Printf("\n%d autoscalers per controller (%d with %d pods, the rest with 1), %d pods in all; syncPeriod 15s, measured over %s\n", n, big, bigTargetPods, pods, window)
+	fmt.Printf("%-28s %14s %14s %12s %12s %12s %12s %14s %14s\n", "controller", "CPU s/1k rec", "API req/rec", "heap KiB/as", "RSS KiB/as", "pass s", "first pass s", "from start s", "sat. rec/s")
+	for _, p := range []*proc{ours, kcm} {
+		s := steady[p]
+		rec := float64(s[1].reconciles - s[0].reconciles)
+		mean := (s[1].durSum - s[0].durSum) / float64(s[1].durCount-s[0].durCount)
+		fp := map[*proc]passTimes{ours: firstOurs, kcm: firstKCM}[p]
+		sat := map[*proc]float64{ours: satOurs, kcm: satKCM}[p]
+		fmt.Printf("%-28s %14.3f %14.2f %12.2f %12.2f %12.1f %12.1f %14.1f %14.0f\n", p.name,
+			(s[1].cpu-s[0].cpu)/rec*1000, float64(s[1].requests-s[0].requests)/rec,
+			(heap[p]-baseHeap[p])/1024/float64(n), float64(rss[p]-baseRSS[p])/float64(n),
+			float64(n)*mean/5, fp.fromFirstReconcile.Seconds(), fp.fromStart.Seconds(), sat)
+	}
+	fmt.Printf("pass s: N × mean reconcile time / 5 workers (both run 5). first pass: from the first reconcile after a restart to N reconciles; from start: from the process start (cache sync and leader election included).\n")
+	fmt.Printf("over the steady window: metricscale-adapter %.2f CPU s (%.0f%% of a core), kube-apiserver %.2f CPU s, for %d External metric reads\n\n",
+		ad1-ad0, (ad1-ad0)/window.Seconds()*100, api1-api0, (o1.reconciles-o0.reconciles)+(k1.reconciles-k0.reconciles))
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
+type target struct {
+	ns, name string
+	pods     int32
 }
 
-// create runs each(0..n-1) with a few requests in flight.
-func create(t *testing.T, n int, each func(i int) error) {
+type passTimes struct{ fromStart, fromFirstReconcile time.Duration }
+
+// firstPass restarts a controller and times its first pass over n objects.
+func firstPass(t *testing.T, p *proc, n int, restart func() int) passTimes {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := each(i); err != nil {
-				errs <- err
+	start := time.Now()
+	p.pid = restart()
+	var first time.Time
+	deadline := start.Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		body, err := tryMetrics(p)
+		if err == nil {
+			c := sumSeries(body, p.counter, p.kind)
+			if c > 0 && first.IsZero() {
+				first = time.Now()
 			}
-		}()
+			if c >= n {
+				return passTimes{fromStart: time.Since(start), fromFirstReconcile: time.Since(first)}
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	t.Fatalf("%s did not reconcile %d objects within 10 minutes of its restart", p.name, n)
+	return passTimes{}
+}
+
+// saturate returns a controller's reconciles per second over the window,
+// once the rate has settled.
+func saturate(t *testing.T, p *proc, window time.Duration) float64 {
+	t.Helper()
+	time.Sleep(30 * time.Second)
+	c0 := counter(t, p)
+	time.Sleep(window)
+	return float64(counter(t, p)-c0) / window.Seconds()
+}
+
+// setSyncPeriods sets every MetricAutoscaler's spec.syncPeriod.
+func setSyncPeriods(t *testing.T, targets []target, period string) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"syncPeriod":%q}}`, period))
+	create(t, len(targets), func(i int) error {
+		_, err := cluster.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(targets[i].ns).
+			Patch(context.Background(), "ma-"+targets[i].name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// stopProcess stops a controller (SIGTERM) and waits until it is gone.
+func stopProcess(t *testing.T, p *proc) {
+	t.Helper()
+	_ = syscall.Kill(p.pid, syscall.SIGTERM)
+	for i := 0; i < 300; i++ {
+		if syscall.Kill(p.pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+}
+
+// cmdline is a process's command line.
+func cmdline(t *testing.T, pid int) []string {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("reading the command line of pid %d: %v", pid, err)
+	}
+	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+}
+
+// withFlags is args with some --flag=value arguments replaced.
+func withFlags(args []string, flags map[string]string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if name, _, ok := strings.Cut(a, "="); ok {
+			if v, replace := flags[name]; replace {
+				out[i] = name + "=" + v
+			}
+		}
+	}
+	return out
+}
+
+// startComponent starts a component of hack/cluster.sh with args, in its own
+// session, logging where the script logs it and with its pid file
+// rewritten, so that `hack/cluster.sh down` stops it.
+func startComponent(t *testing.T, component string, args []string) int {
+	t.Helper()
+	logFile, err := os.OpenFile(filepath.Join(cluster.Dir, "logs", component+".log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer logFile.Close()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s again: %v", component, err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	pidPath := filepath.Join(cluster.Dir, "run", component+".pid")
+	if err := os.WriteFile(pidPath+".tmp", []byte(fmt.Sprintf("%d\n%s\n", pid, args[0])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pidPath+".tmp", pidPath); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
-func pidFile(component string) (int, error) {
+// componentPid is the pid hack/cluster.sh recorded for a component, 0 when none.
+func componentPid(component string) (int, error) {
 	data, err := os.ReadFile(filepath.Join(cluster.Dir, "run", component+".pid"))
 	if err != nil {
 		return 0, err
 	}
 	first, _, _ := strings.Cut(string(data), "\n")
 	return strconv.Atoi(strings.TrimSpace(first))
+}
+
+func cpuOf(t *testing.T, pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	return cpuSeconds(t, pid)
 }
 
 // cpuSeconds is a process's user+system CPU time from /proc/PID/stat.
@@ -179,34 +380,125 @@ func rssKiB(t *testing.T, pid int) int64 {
 	return 0
 }
 
-func kcmMetricsURL() string { return "https://127.0.0.1:10257/metrics" }
-
-// scrape sums a counter from kube-controller-manager's /metrics, read
-// with the admin credentials.
-func scrape(t *testing.T, url, name string) int {
+func counter(t *testing.T, p *proc) int {
 	t.Helper()
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.TLSClientConfig.Insecure, cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = true, nil, ""
-	transport, err := rest.TransportFor(cfg)
+	return sumSeries(metricsBody(t, p), p.counter, p.kind)
+}
+
+func metricsBody(t *testing.T, p *proc) string {
+	t.Helper()
+	body, err := tryMetrics(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Transport: transport, Timeout: 10 * time.Second}).Get(url)
+	return body
+}
+
+func tryMetrics(p *proc) (string, error) { return adminGet(p.metrics) }
+
+// adminGet reads a URL of a local component, over HTTPS with the admin
+// credentials (kube-controller-manager authorizes /metrics and /debug/pprof).
+func adminGet(url string) (string, error) {
+	var transport http.RoundTripper = http.DefaultTransport
+	if strings.HasPrefix(url, "https://") {
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.TLSClientConfig.Insecure, cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = true, nil, ""
+		var err error
+		if transport, err = rest.TransportFor(cfg); err != nil {
+			return "", err
+		}
+	}
+	resp, err := (&http.Client{Transport: transport, Timeout: 30 * time.Second}).Get(url)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	total := 0
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			total += int(v)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	return string(body), nil
+}
+
+// heapAfterGC is a process's live heap: HeapAlloc right after the
+// collection its heap profile runs first (?gc=1).
+func heapAfterGC(t *testing.T, p *proc) float64 {
+	t.Helper()
+	body, err := adminGet(p.pprof + "?gc=1&debug=1")
+	if err != nil {
+		t.Fatalf("%s heap profile (ours needs --profiling): %v", p.name, err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
 		}
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	t.Fatalf("%s heap profile has no HeapAlloc", p.name)
+	return 0
+}
+
+// sumSeries sums the samples of a counter whose labels contain match.
+func sumSeries(body, name, match string) int {
+	total := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, match) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
 	}
-	return total
+	return int(total)
+}
+
+// histogram returns a histogram's _sum and _count over the series whose
+// labels contain match.
+func histogram(body, name, match string) (float64, int) {
+	var sum float64
+	var count int
+	for _, line := range strings.Split(body, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.Contains(line, match) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		switch {
+		case strings.HasPrefix(line, name+"_sum"):
+			sum += v
+		case strings.HasPrefix(line, name+"_count"):
+			count += int(v)
+		}
+	}
+	return sum, count
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// create runs each(0..n-1) with a few requests in flight.
+func create(t *testing.T, n int, each func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := each(i); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
