@@ -218,9 +218,12 @@ func Run(ctx context.Context, o *Options) error {
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "metricscale-autoscaler"})
 
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
+	// The pod cache has a factory of its own, started at the first reconcile that reads pods.
+	podInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	inf := controller.Informers{
 		MetricAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(v1alpha1.GroupVersionResource).Informer(),
-		Pods:              kubeInformers.Core().V1().Pods().Informer(),
+		Pods:              podInformers.Core().V1().Pods().Informer(),
+		StartPods:         func() { podInformers.Start(ctx.Done()) },
 	}
 	if o.HPAObjects {
 		inf.HPAs = kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
@@ -237,7 +240,10 @@ func Run(ctx context.Context, o *Options) error {
 
 	var ready atomic.Bool
 	go func() {
-		synced := []func() bool{inf.MetricAutoscalers.HasSynced, inf.Pods.HasSynced}
+		synced := []func() bool{inf.MetricAutoscalers.HasSynced}
+		if inf.HPAs != nil {
+			synced = append(synced, inf.HPAs.HasSynced)
+		}
 		for _, s := range synced {
 			for !s() && ctx.Err() == nil {
 				time.Sleep(100 * time.Millisecond)

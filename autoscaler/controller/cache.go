@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"fmt"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +125,33 @@ func (p *cachedPod) pod() *corev1.Pod {
 	}
 	out.Spec.Overhead = resourceList(p.overhead)
 	return out
+}
+
+// podsSyncTimeout bounds the wait for the pod cache's first sync.
+const podsSyncTimeout = 2 * time.Minute
+
+// lazyPods starts the pod informer when a metric first reads pods, and
+// lists from it once synced.
+type lazyPods struct {
+	c         *Controller
+	namespace string
+}
+
+func (l lazyPods) List(sel labels.Selector) ([]*corev1.Pod, error) {
+	inf := l.c.inf
+	if inf.StartPods != nil {
+		l.c.podsOnce.Do(inf.StartPods)
+	}
+	if !inf.Pods.HasSynced() {
+		stop := make(chan struct{})
+		t := time.AfterFunc(podsSyncTimeout, func() { close(stop) })
+		synced := cache.WaitForCacheSync(stop, inf.Pods.HasSynced)
+		t.Stop()
+		if !synced {
+			return nil, fmt.Errorf("the pod cache did not sync within %s", podsSyncTimeout)
+		}
+	}
+	return podLister{inf.Pods.GetIndexer(), l.namespace}.List(sel)
 }
 
 // podLister lists one namespace's pods from the pod informer's store,

@@ -75,6 +75,11 @@ type Informers struct {
 	MetricAutoscalers cache.SharedIndexInformer
 	Pods              cache.SharedIndexInformer
 	HPAs              cache.SharedIndexInformer
+	// StartPods starts Pods; nil when it runs already. The controller
+	// calls it at the first reconcile whose metrics read pods, so that
+	// autoscalers on AverageValue External and Object metrics alone cost
+	// no pod cache.
+	StartPods func()
 }
 
 // memo is what the controller remembers of one object between reconciles.
@@ -95,6 +100,8 @@ type Controller struct {
 
 	mu     sync.Mutex
 	memory map[string]*memo
+
+	podsOnce sync.Once
 }
 
 // New wires a controller to its informers.
@@ -354,7 +361,7 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	in := decision.Input{
 		Autoscaler: hpa,
 		ScaleErr:   scaleErr,
-		Pods:       podLister{c.inf.Pods.GetIndexer(), hpa.Namespace},
+		Pods:       lazyPods{c, hpa.Namespace},
 		Metrics:    c.clients.Metrics,
 		History:    hist,
 		Settings:   settings,

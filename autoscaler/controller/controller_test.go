@@ -60,6 +60,8 @@ type fixture struct {
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
 	src      *queue
+	// podStarts counts the starts of the pod informer.
+	podStarts int
 }
 
 func metricAutoscaler(mutate func(*v1alpha1.MetricAutoscaler)) *v1alpha1.MetricAutoscaler {
@@ -112,21 +114,21 @@ func newFixture(t *testing.T, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 
 	kube := kubefake.NewClientset()
-	kubeInf := informers.NewSharedInformerFactory(kube, 0)
+	kubeInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(TrimCached))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	inf := Informers{
 		MetricAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(f.dyn, 0).ForResource(v1alpha1.GroupVersionResource).Informer(),
 		Pods:              kubeInf.Core().V1().Pods().Informer(),
+		StartPods:         func() { f.podStarts++; kubeInf.Start(ctx.Done()) },
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	f.ctrl, err = New(Config{Settings: decision.DefaultSettings(), Workers: 1, HPASyncPeriod: 15 * time.Second, HistorySyncInterval: 30 * time.Second},
 		Clients{Kube: kube, Dynamic: f.dyn, Scales: f.scales, Mapper: mapper, Metrics: f.src}, inf, f.recorder, f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go inf.MetricAutoscalers.RunWithContext(ctx)
-	kubeInf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.MetricAutoscalers.HasSynced, inf.Pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), inf.MetricAutoscalers.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	return f
@@ -247,5 +249,35 @@ func TestTargets(t *testing.T) {
 	}
 	if got := metrictarget.Targets(nil, nil); got != "<none>" {
 		t.Errorf("Targets of nothing = %q, want <none>", got)
+	}
+}
+
+// TestPodCacheStartsWhenRead: reconciles on an AverageValue External metric
+// never start the pod cache; the first list starts it, once, and lists the
+// namespace's pods through the compact cache.
+func TestPodCacheStartsWhenRead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, metricAutoscaler(nil), 4, 240)
+	f.reconcile(t)
+	f.reconcile(t)
+	if f.podStarts != 0 {
+		t.Fatalf("the pod cache started %d times for an External AverageValue metric", f.podStarts)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "workers-1", Namespace: "default", Labels: map[string]string{"app": "workers"}}}
+	if _, err := f.ctrl.clients.Kube.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sel := labels.SelectorFromSet(labels.Set{"app": "workers"})
+	for range 2 {
+		pods, err := lazyPods{f.ctrl, "default"}.List(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].Name != "workers-1" {
+			t.Fatalf("listed %v", pods)
+		}
+	}
+	if f.podStarts != 1 {
+		t.Fatalf("the pod cache started %d times, want 1", f.podStarts)
 	}
 }

@@ -334,15 +334,11 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 	if err != nil {
 		return -1, "", err
 	}
-	pods, err := in.Pods.List(selector)
-	if err != nil {
-		return -1, "", fmt.Errorf("unable to get pods: %w", err)
-	}
 	calc := &replicas.Calculator{
 		Source:                  in.Metrics,
 		Namespace:               hpa.Namespace,
 		Selector:                selector,
-		Pods:                    pods,
+		ListPods:                func() ([]*corev1.Pod, error) { return in.Pods.List(selector) },
 		Now:                     in.Now,
 		CPUInitializationPeriod: in.Settings.CPUInitializationPeriod,
 		InitialReadinessDelay:   in.Settings.InitialReadinessDelay,

@@ -59,6 +59,10 @@ type Calculator struct {
 	Namespace string
 	Selector  labels.Selector
 	Pods      []*corev1.Pod
+	// ListPods, when set, fills Pods the first time a metric reads pods:
+	// External and Object AverageValue metrics never do, so an autoscaler
+	// with only those needs no pod cache.
+	ListPods func() ([]*corev1.Pod, error)
 	Now       time.Time
 
 	CPUInitializationPeriod time.Duration
@@ -69,6 +73,7 @@ type Calculator struct {
 	// (see arith.go); off, counts and sums saturate.
 	UpstreamArithmetic bool
 
+	listed   bool
 	states   []podState
 	values   []int64 // each pod's sample, valid where it has one
 	requests []int64
@@ -82,6 +87,19 @@ type grouping struct {
 	entries int
 	// kept is the exact sum of those remaining samples.
 	kept sum
+}
+
+// listPods fills Pods with ListPods, once.
+func (c *Calculator) listPods() error {
+	if c.ListPods == nil || c.listed {
+		return nil
+	}
+	pods, err := c.ListPods()
+	if err != nil {
+		return fmt.Errorf("unable to get pods while calculating replica count: %w", err)
+	}
+	c.Pods, c.listed = pods, true
+	return nil
 }
 
 func (c *Calculator) group(info metricsource.PodMetricsInfo, resource corev1.ResourceName) grouping {
@@ -187,6 +205,9 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("unable to get metrics for resource %s: %w", resource, err)
 	}
+	if err := c.listPods(); err != nil {
+		return 0, 0, 0, err
+	}
 	if len(c.Pods) == 0 {
 		return 0, 0, 0, errNoPods
 	}
@@ -288,6 +309,9 @@ func (c *Calculator) PodsAverageValue(ctx context.Context, currentReplicas int32
 
 // plain proposes replicas for a per-pod average that is not a percentage.
 func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int32, targetUsage int64, tol Tolerances, resource corev1.ResourceName) (int32, int64, error) {
+	if err := c.listPods(); err != nil {
+		return 0, 0, err
+	}
 	if len(c.Pods) == 0 {
 		return 0, 0, errNoPods
 	}
@@ -344,6 +368,9 @@ func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, to
 	}
 	if tol.Within(ratio) {
 		return currentReplicas, nil
+	}
+	if err := c.listPods(); err != nil {
+		return 0, fmt.Errorf("unable to calculate ready pods: %w", err)
 	}
 	if len(c.Pods) == 0 {
 		return 0, fmt.Errorf("unable to calculate ready pods: %w", errNoPods)

@@ -409,3 +409,45 @@ func TestSamplesOfUnknownPods(t *testing.T) {
 		t.Errorf("ResourceUtilization = %d, want 6", got)
 	}
 }
+
+// TestPodsListedOnlyWhenRead: AverageValue External and Object metrics
+// never list pods; metrics that read pods list them once per reconcile, and
+// a failed list fails only those metrics.
+func TestPodsListedOnlyWhenRead(t *testing.T) {
+	t.Parallel()
+	src := &fakeSource{pods: samples(map[string]int64{"a": 900, "b": 900}), external: []int64{90}, object: 90}
+	lists := 0
+	c := calculator(src)
+	c.ListPods = func() ([]*corev1.Pod, error) {
+		lists++
+		return []*corev1.Pod{pod("a", 1000), pod("b", 1000)}, nil
+	}
+	ctx := context.Background()
+	if _, _, err := c.ExternalAverageValue(ctx, 2, 30, "q", tol10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.ObjectAverageValue(ctx, 2, 30, "q", tol10, nil, labels.Everything()); err != nil {
+		t.Fatal(err)
+	}
+	if lists != 0 {
+		t.Fatalf("AverageValue External and Object metrics listed pods %d times", lists)
+	}
+	if got, _, _, err := c.ResourceUtilization(ctx, 2, 50, corev1.ResourceCPU, tol10, ""); err != nil || got != 4 {
+		t.Fatalf("ResourceUtilization: %d, %v; want 4", got, err)
+	}
+	if got, _, err := c.ExternalValue(ctx, 2, 30, "q", tol10, nil); err != nil || got != 6 {
+		t.Fatalf("ExternalValue: %d, %v; want 6 (3 × 2 ready pods)", got, err)
+	}
+	if lists != 1 {
+		t.Fatalf("pods listed %d times in one reconcile, want 1", lists)
+	}
+
+	failing := calculator(src)
+	failing.ListPods = func() ([]*corev1.Pod, error) { return nil, errors.New("cache not synced") }
+	if _, _, err := failing.ExternalAverageValue(ctx, 2, 30, "q", tol10, nil); err != nil {
+		t.Fatalf("a pod list failure failed a metric that reads no pods: %v", err)
+	}
+	if _, _, _, err := failing.ResourceUtilization(ctx, 2, 50, corev1.ResourceCPU, tol10, ""); err == nil || !strings.Contains(err.Error(), "unable to get pods") {
+		t.Fatalf("ResourceUtilization with failing pods: %v", err)
+	}
+}
