@@ -63,7 +63,7 @@ type Calculator struct {
 	// External and Object AverageValue metrics never do, so an autoscaler
 	// with only those needs no pod cache.
 	ListPods func() ([]*corev1.Pod, error)
-	Now       time.Time
+	Now      time.Time
 
 	CPUInitializationPeriod time.Duration
 	InitialReadinessDelay   time.Duration
