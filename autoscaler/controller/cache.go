@@ -2,13 +2,17 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
 
 // TrimCached is the transform of the shared informers the controller reads
@@ -180,4 +184,100 @@ func (l podLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
 		}
 	}
 	return out, nil
+}
+
+// interned holds one copy of each string internStrings has seen, up to a
+// bound: past it, new strings stay as decoded (a cache of every condition
+// message with a number in it must not grow without end).
+var interned = &interner{m: map[string]string{}, max: 4096}
+
+type interner struct {
+	mu  sync.Mutex
+	m   map[string]string
+	max int
+}
+
+func (in *interner) get(s string) string {
+	if s == "" {
+		return s
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.m[s]; ok {
+		return c
+	}
+	if len(in.m) < in.max {
+		in.m[s] = s
+	}
+	return s
+}
+
+// internStrings makes the strings that repeat across MetricAutoscalers
+// (namespaces, kinds, metric names and selectors, condition reasons and
+// messages) share one copy each: a decoded object has its own copy of all.
+func internStrings(ma *v1alpha1.MetricAutoscaler) {
+	in := func(s *string) { *s = interned.get(*s) }
+	inMap := func(m map[string]string) map[string]string {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[interned.get(k)] = interned.get(v)
+		}
+		return out
+	}
+	inSelector := func(s *metav1.LabelSelector) {
+		if s == nil {
+			return
+		}
+		s.MatchLabels = inMap(s.MatchLabels)
+		for i := range s.MatchExpressions {
+			e := &s.MatchExpressions[i]
+			in(&e.Key)
+			for j := range e.Values {
+				in(&e.Values[j])
+			}
+		}
+	}
+	inMetric := func(id *autoscalingv2.MetricIdentifier) {
+		in(&id.Name)
+		inSelector(id.Selector)
+	}
+	in(&ma.Namespace)
+	in(&ma.APIVersion)
+	in(&ma.Kind)
+	ma.Labels = inMap(ma.Labels)
+	ma.Annotations = inMap(ma.Annotations)
+	ref := &ma.Spec.ScaleTargetRef
+	in(&ref.APIVersion)
+	in(&ref.Kind)
+	for i := range ma.Spec.Metrics {
+		m := &ma.Spec.Metrics[i]
+		switch {
+		case m.External != nil:
+			inMetric(&m.External.Metric)
+		case m.Object != nil:
+			inMetric(&m.Object.Metric)
+		case m.Pods != nil:
+			inMetric(&m.Pods.Metric)
+		}
+	}
+	st := &ma.Status
+	in(&st.Targets)
+	for i := range st.CurrentMetrics {
+		m := &st.CurrentMetrics[i]
+		switch {
+		case m.External != nil:
+			inMetric(&m.External.Metric)
+		case m.Object != nil:
+			inMetric(&m.Object.Metric)
+		case m.Pods != nil:
+			inMetric(&m.Pods.Metric)
+		}
+	}
+	for i := range st.Conditions {
+		in(&st.Conditions[i].Reason)
+		in(&st.Conditions[i].Message)
+	}
 }

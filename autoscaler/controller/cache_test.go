@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -208,5 +209,42 @@ func BenchmarkCacheBytes(b *testing.B) {
 			}
 			b.ReportMetric(perObject, "B/object")
 		})
+	}
+}
+
+// TestInternStrings: interning changes no value, shares repeated strings,
+// and stops adding strings at its bound.
+func TestInternStrings(t *testing.T) {
+	t.Parallel()
+	a, err := typedMetricAutoscaler(cachedMetricAutoscaler(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := typedMetricAutoscaler(cachedMetricAutoscaler(t, 2))
+	plain := &v1alpha1.MetricAutoscaler{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(cachedMetricAutoscaler(t, 1).(*unstructured.Unstructured).Object, plain); err != nil {
+		t.Fatal(err)
+	}
+	plain.ManagedFields = nil
+	if !apiequality.Semantic.DeepEqual(a, plain) {
+		t.Fatal("interning changed the object")
+	}
+	ma, mb := a.(*v1alpha1.MetricAutoscaler), b.(*v1alpha1.MetricAutoscaler)
+	for _, pair := range [][2]string{
+		{ma.Namespace, mb.Namespace},
+		{ma.Status.Conditions[1].Message, mb.Status.Conditions[1].Message},
+		{ma.Spec.Metrics[0].External.Metric.Name, mb.Spec.Metrics[0].External.Metric.Name},
+	} {
+		if unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("%q is not shared between two objects", pair[0])
+		}
+	}
+
+	small := &interner{m: map[string]string{}, max: 2}
+	for _, s := range []string{"a", "b", "c", "a"} {
+		small.get(strings.Clone(s))
+	}
+	if len(small.m) != 2 {
+		t.Errorf("the interner holds %d strings, bound 2", len(small.m))
 	}
 }

@@ -324,6 +324,7 @@ func typedMetricAutoscaler(obj any) (any, error) {
 		return nil, err
 	}
 	ma.ManagedFields = nil
+	internStrings(ma)
 	return ma, nil
 }
 
