@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -120,4 +121,54 @@ func sameInt32s(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// TestFallbackSpecErrors: the simulator refuses what the CRD refuses, at
+// the field, in the autoscaler and in a step's edit.
+func TestFallbackSpecErrors(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/metricautoscaler/fallback-queue-down.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good = "fallback: {failureThreshold: 3, replicas: 8}"
+	for _, tc := range []struct{ bad, field string }{
+		{"fallback: {failureThreshold: 0, replicas: 8}", "autoscaler.spec.fallback.failureThreshold"},
+		{"fallback: {replicas: 8}", "autoscaler.spec.fallback.failureThreshold"},
+		{"fallback: {failureThreshold: 3, replicas: -1}", "autoscaler.spec.fallback.replicas"},
+		{"fallback: {failureThreshold: 3, replicas: 8, behavior: max}", "autoscaler.spec.fallback.behavior"},
+	} {
+		doc := strings.Replace(string(data), good, tc.bad, 1)
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %v, want one at %s", tc.bad, err, tc.field)
+		}
+	}
+	edit := string(data) + `- at: 2m
+  autoscaler:
+    spec:
+      scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: orders-worker}
+      maxReplicas: 20
+      fallback: {failureThreshold: 0, replicas: 8}
+`
+	if _, err := Parse([]byte(edit)); err == nil || !strings.Contains(err.Error(), "steps[7].autoscaler.spec.fallback.failureThreshold") {
+		t.Errorf("a step's edit: error %v, want one at steps[7].autoscaler.spec.fallback.failureThreshold", err)
+	}
+}
+
+// TestFallbackScenariosAreDocumented: docs/scenarios.md names each one.
+func TestFallbackScenariosAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("testdata/metricautoscaler/fallback-*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fallback scenarios: %v", err)
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/scenarios.md does not describe testdata/metricautoscaler/%s", name)
+		}
+	}
 }
