@@ -260,7 +260,9 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	// Scale to zero is always on for MetricAutoscalers.
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
-	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun)
+	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, func(in *decision.Input) {
+		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
+	})
 	c.report(ma, res.Events)
 
 	now := c.clock.Now()
@@ -298,7 +300,7 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	hpa := obj.(*autoscalingv2.HorizontalPodAutoscaler).DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
 	hist := c.recall(key, hpa.UID, func() behavior.History { return behavior.History{} })
-	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false)
+	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
 	if !res.StatusChanged {
@@ -356,8 +358,9 @@ func (c *Controller) remember(key string, uid types.UID, h behavior.History) *me
 	return m
 }
 
-// decide runs one reconcile of the core around the scale read and write.
-func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool) decision.Result {
+// decide runs one reconcile of the core around the scale read and write;
+// extra adds a MetricAutoscaler's own inputs.
+func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, extra func(*decision.Input)) decision.Result {
 	sc, gr, scaleErr := c.getScale(ctx, hpa)
 	in := decision.Input{
 		Autoscaler: hpa,
@@ -370,6 +373,9 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	}
 	if sc != nil {
 		in.Scale = decision.Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector}
+	}
+	if extra != nil {
+		extra(&in)
 	}
 	plan := decision.Decide(ctx, in)
 	switch {

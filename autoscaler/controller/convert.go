@@ -21,6 +21,7 @@ func maStatus(ma *v1alpha1.MetricAutoscaler, res decision.Result, hist *v1alpha1
 		Reference:          fmt.Sprintf("%s/%s", ma.Spec.ScaleTargetRef.Kind, ma.Spec.ScaleTargetRef.Name),
 		Targets:            metrictarget.Targets(ma.Spec.Metrics, res.Status.CurrentMetrics),
 		History:            hist,
+		Fallback:           res.Fallback,
 	}
 	if res.Metrics != nil {
 		s.MetricProposals = make([]int32, len(res.Metrics))

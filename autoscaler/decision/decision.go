@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
@@ -88,6 +89,10 @@ type Input struct {
 	History  behavior.History
 	Settings Settings
 	Now      time.Time
+	// Fallback is a MetricAutoscaler's spec.fallback and FallbackState its
+	// status.fallback as last stored; nil Fallback decides as upstream.
+	Fallback      *v1alpha1.Fallback
+	FallbackState *v1alpha1.FallbackStatus
 }
 
 // Event is what the controller reports on the object.
@@ -126,6 +131,7 @@ type Plan struct {
 	gates     Gates
 	hasObjExt bool
 	upstream  bool
+	fallback  *v1alpha1.FallbackStatus
 }
 
 // Result is a finished reconcile.
@@ -145,6 +151,8 @@ type Result struct {
 	History       behavior.History
 	Events        []Event
 	Metrics       []MetricResult
+	// Fallback is the status.fallback to store (nil without spec.fallback).
+	Fallback *v1alpha1.FallbackStatus
 }
 
 // ticking returns a clock that starts at now and moves forward by a
@@ -170,6 +178,7 @@ func Decide(ctx context.Context, in Input) *Plan {
 		upstream: in.Settings.UpstreamArithmetic,
 		// Until a rescale, the target keeps the size it has.
 		CurrentReplicas: in.Scale.Replicas,
+		fallback:        carryFallback(in),
 	}
 	ref := hpa.Spec.ScaleTargetRef
 	reference := fmt.Sprintf("%s/%s/%s", ref.Kind, hpa.Namespace, ref.Name)
@@ -220,6 +229,10 @@ func Decide(ctx context.Context, in Input) *Plan {
 
 	if compute {
 		proposal, metricName, err := p.computeMetrics(ctx, in)
+		fbProposal, fbName, inFallback := p.applyFallback(in, current)
+		if inFallback {
+			proposal, metricName = fbProposal, fbName
+		}
 		if err != nil && proposal == -1 {
 			p.setStatus(current, hpa.Status.DesiredReplicas, false)
 			p.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", err.Error())
@@ -239,6 +252,9 @@ func Decide(ctx context.Context, in Input) *Plan {
 		}
 		if desired < current {
 			p.Reason = "All metrics below target"
+		}
+		if inFallback && desired != current {
+			p.Reason = fallbackReason(metricName)
 		}
 		if hpa.Spec.Behavior == nil {
 			desired = p.normalize(current, desired, in.Settings.DownscaleStabilizationWindow)
@@ -316,6 +332,7 @@ func (p *Plan) complete(res Result) Result {
 	res.StatusChanged = !apiequality.Semantic.DeepEqual(p.original, &p.hpa.Status)
 	res.History = p.history
 	res.Events = p.events
+	res.Fallback = p.fallback
 	return res
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
 
@@ -41,6 +43,9 @@ func takeMetricAutoscaler(generic any) (*v1alpha1.MetricAutoscaler, map[int]*v1a
 	if ma.Spec.Paused {
 		return nil, nil, fieldErr("autoscaler.spec.paused", "a paused MetricAutoscaler makes no decisions to replay")
 	}
+	if err := validateFallback(ma.Spec.Fallback, field.NewPath("autoscaler", "spec")); err != nil {
+		return nil, nil, err
+	}
 	delete(top, "autoscaler")
 	edits := map[int]*v1alpha1.MetricAutoscalerSpec{}
 	steps, _ := top["steps"].([]any)
@@ -59,6 +64,9 @@ func takeMetricAutoscaler(generic any) (*v1alpha1.MetricAutoscaler, map[int]*v1a
 		}
 		if e.Spec.Paused {
 			return nil, nil, fieldErr(path+".spec.paused", "a paused MetricAutoscaler makes no decisions to replay")
+		}
+		if err := validateFallback(e.Spec.Fallback, field.NewPath("steps").Index(i).Child("autoscaler", "spec")); err != nil {
+			return nil, nil, err
 		}
 		edits[i] = &e.Spec
 		delete(m, "autoscaler")

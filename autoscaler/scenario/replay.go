@@ -24,6 +24,8 @@ type StepResult struct {
 	Rescaled bool                                        `json:"rescaled"`
 	Error    string                                      `json:"error"`
 	Status   autoscalingv2.HorizontalPodAutoscalerStatus `json:"status"`
+	// Fallback is a MetricAutoscaler's status.fallback after the step.
+	Fallback *v1alpha1.FallbackStatus `json:"fallback,omitempty"`
 
 	// What the table and the plot show besides.
 	Time            time.Time                  `json:"-"`
@@ -46,6 +48,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 	}
 	var (
 		history  behavior.History
+		fallback *v1alpha1.FallbackStatus
 		scale    decision.Scale
 		pods     []corev1.Pod
 		w        world
@@ -56,6 +59,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 	if ma != nil {
 		// A MetricAutoscaler's status carries the history it decided on.
 		history = hist.FromStatus(ma.Status.History)
+		fallback = ma.Status.Fallback
 	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
@@ -98,7 +102,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		}
 		w.now = now
 
-		plan := decision.Decide(ctx, decision.Input{
+		in := decision.Input{
 			Autoscaler: hpa,
 			Scale:      scale,
 			Pods:       &w,
@@ -106,7 +110,11 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			History:    history,
 			Settings:   settings,
 			Now:        now,
-		})
+		}
+		if ma != nil {
+			in.Fallback, in.FallbackState = ma.Spec.Fallback, fallback
+		}
+		plan := decision.Decide(ctx, in)
 		var writeErr error
 		if plan.Rescale && w.scaleFails() {
 			writeErr = errScaleUpdate
@@ -122,6 +130,9 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("steps[%d]: %w", i, err)
 		}
+		if fallback, err = storedFallback(res.Fallback); err != nil {
+			return nil, fmt.Errorf("steps[%d]: %w", i, err)
+		}
 		hpa.Status = status
 		rescaled = res.Rescaled
 		current := scale.Replicas
@@ -132,6 +143,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			Replicas:        res.Replicas,
 			Rescaled:        res.Rescaled,
 			Status:          status,
+			Fallback:        fallback,
 			Time:            now,
 			CurrentReplicas: current,
 			Reason:          res.Reason,
@@ -165,4 +177,17 @@ func storedStatus(s autoscalingv2.HorizontalPodAutoscalerStatus) (autoscalingv2.
 	}
 	err = json.Unmarshal(data, &out)
 	return out, err
+}
+
+// storedFallback is status.fallback as the API server keeps it.
+func storedFallback(s *v1alpha1.FallbackStatus) (*v1alpha1.FallbackStatus, error) {
+	if s == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	out := &v1alpha1.FallbackStatus{}
+	return out, json.Unmarshal(data, out)
 }
