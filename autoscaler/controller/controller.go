@@ -165,7 +165,12 @@ func (c *Controller) enqueue(kind string, obj any) {
 // Run processes the queue with the configured workers until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
-	synced := []cache.InformerSynced{c.inf.MetricAutoscalers.HasSynced, c.inf.Pods.HasSynced}
+	synced := []cache.InformerSynced{c.inf.MetricAutoscalers.HasSynced}
+	if c.inf.StartPods == nil {
+		// A pod cache that runs already; one started on demand is waited
+		// for when first read.
+		synced = append(synced, c.inf.Pods.HasSynced)
+	}
 	if c.inf.HPAs != nil {
 		synced = append(synced, c.inf.HPAs.HasSynced)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
@@ -279,5 +280,32 @@ func TestPodCacheStartsWhenRead(t *testing.T) {
 	}
 	if f.podStarts != 1 {
 		t.Fatalf("the pod cache started %d times, want 1", f.podStarts)
+	}
+}
+
+// TestRunWithoutPodCache: with the pod cache started on demand, Run does
+// not wait for it, and reconciles an External AverageValue autoscaler
+// without ever starting it.
+func TestRunWithoutPodCache(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, metricAutoscaler(nil), 4, 240)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.ctrl.Run(ctx) }()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := f.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "workers", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		desired, _, _ := unstructured.NestedInt64(u.Object, "status", "desiredReplicas")
+		return desired == 8, nil
+	})
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatalf("Run reconciled nothing: %v", err)
+	}
+	if f.podStarts != 0 {
+		t.Fatalf("the pod cache started %d times", f.podStarts)
 	}
 }
