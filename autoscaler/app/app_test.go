@@ -48,6 +48,14 @@ func TestFlags(t *testing.T) {
 	if err := NewOptions().Gates.Set("NoSuchGate=true"); err == nil {
 		t.Error("an unknown feature gate was accepted")
 	}
+	if NewOptions().KubeAPIContentType != "application/vnd.kubernetes.protobuf" {
+		t.Error("built-in APIs are not read in protobuf by default, as kube-controller-manager reads them")
+	}
+	bad := NewOptions()
+	bad.KubeAPIContentType = "text/plain"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
+		t.Errorf("--kube-api-content-type=text/plain: %v", err)
+	}
 }
 
 type checker struct{ err error }
