@@ -141,6 +141,13 @@ func (f *fixture) reconcile(t *testing.T) *v1alpha1.MetricAutoscaler {
 	if _, err := f.ctrl.reconcile(context.Background(), kindMA+"/default/workers"); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
+	return f.stored(t)
+}
+
+// stored returns the stored object and lets the informer see it, as the
+// next reconcile would.
+func (f *fixture) stored(t *testing.T) *v1alpha1.MetricAutoscaler {
+	t.Helper()
 	u, err := f.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(context.Background(), "workers", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

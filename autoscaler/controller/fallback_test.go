@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/decision"
@@ -75,18 +74,7 @@ func reconcileFailing(t *testing.T, f *fixture) *v1alpha1.MetricAutoscaler {
 	if _, err := f.ctrl.reconcile(context.Background(), kindMA+"/default/workers"); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("reconcile error %v, want the metric's", err)
 	}
-	u, err := f.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(context.Background(), "workers", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ma := &v1alpha1.MetricAutoscaler{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.ctrl.inf.MetricAutoscalers.GetIndexer().Update(u); err != nil {
-		t.Fatal(err)
-	}
-	return ma
+	return f.stored(t)
 }
 
 func findCondition(cs []autoscalingv2.HorizontalPodAutoscalerCondition, t autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,7 +238,7 @@ func TestFallback(t *testing.T) {
 						t.Errorf("step %d: metric %d failure without since or error: %+v", i, f.Index, f)
 					}
 				}
-				if !equalInt32s(failures, st.wantFailures) {
+				if !slices.Equal(failures, st.wantFailures) {
 					t.Errorf("step %d: failures %v, want %v", i, failures, st.wantFailures)
 				}
 				wantCond := "True/" + ReasonFallback
@@ -349,16 +350,4 @@ func TestFallbackSize(t *testing.T) {
 			t.Errorf("%q at %d with replicas %d: %d, want %d", tc.behavior, tc.current, tc.replica, got, tc.want)
 		}
 	}
-}
-
-func equalInt32s(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

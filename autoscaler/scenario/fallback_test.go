@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,7 +66,7 @@ func TestFallbackScenarios(t *testing.T) {
 				for _, m := range r.Fallback.Metrics {
 					failures = append(failures, m.Failures)
 				}
-				if r.Fallback.Active != w.active || !sameInt32s(failures, w.failures) {
+				if r.Fallback.Active != w.active || !slices.Equal(failures, w.failures) {
 					t.Errorf("step %d (%s): fallback active %v failures %v, want %v %v", i, r.At, r.Fallback.Active, failures, w.active, w.failures)
 				}
 				line, err := json.Marshal(r)
@@ -109,18 +110,6 @@ func TestNoFallbackNoOutput(t *testing.T) {
 			t.Errorf("%s: %d replicas without spec.fallback", r.At, r.Replicas)
 		}
 	}
-}
-
-func sameInt32s(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestFallbackSpecErrors: the simulator refuses what the CRD refuses, at
