@@ -11,6 +11,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
+	"github.com/metricscale/metricscale/autoscaler/defaults"
 )
 
 // FromStatus restores the core's history from a status.
@@ -39,7 +40,13 @@ func FromStatus(h *v1alpha1.History) behavior.History {
 // events within the longest policy period of their direction.
 func ToStatus(h behavior.History, spec *autoscalingv2.HorizontalPodAutoscalerSpec, downscaleWindow time.Duration, now time.Time) *v1alpha1.History {
 	window, upPeriod, downPeriod := downscaleWindow, time.Duration(0), time.Duration(0)
-	if b := spec.Behavior; b != nil {
+	if spec.Behavior != nil {
+		// The core decides with the defaulted rules: a behavior that omits
+		// scaleUp still limits scale-ups by the default policies' periods,
+		// whose events must then survive a restart too.
+		defaulted := autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: spec.Behavior.DeepCopy(), Metrics: spec.Metrics}
+		defaults.Spec(&defaulted)
+		b := defaulted.Behavior
 		window = 0
 		for _, r := range []*autoscalingv2.HPAScalingRules{b.ScaleUp, b.ScaleDown} {
 			if r == nil {

@@ -1,0 +1,52 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/metricscale/metricscale/autoscaler/behavior"
+)
+
+func TestToStatusKeepsEventsWithinPolicyPeriods(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	window := int32(60)
+	h := behavior.History{
+		Recommendations: []behavior.Recommendation{{Replicas: 4, Timestamp: now.Add(-10 * time.Second)}},
+		ScaleUpEvents:   []behavior.ScaleEvent{{Change: 2, Timestamp: now.Add(-10 * time.Second)}, {Change: 1, Timestamp: now.Add(-20 * time.Second)}},
+		ScaleDownEvents: []behavior.ScaleEvent{{Change: 1, Timestamp: now.Add(-5 * time.Second)}},
+	}
+	for _, tc := range []struct {
+		name     string
+		behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+		up, down int
+	}{
+		// No behavior: the core uses no events, so none are kept.
+		{name: "no behavior", behavior: nil, up: 0, down: 0},
+		// An omitted scaleUp decides with the default policies (15 s periods):
+		// the event 10 s old still limits the next scale-up, so it is kept.
+		{name: "scaleUp omitted", behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &window},
+		}, up: 1, down: 1},
+		{name: "scaleDown omitted", behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp: &autoscalingv2.HPAScalingRules{Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 30}}},
+		}, up: 2, down: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := &autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 10, Behavior: tc.behavior}
+			got := ToStatus(h, spec, 5*time.Minute, now)
+			if len(got.ScaleUpEvents) != tc.up || len(got.ScaleDownEvents) != tc.down {
+				t.Errorf("kept %d scale-up and %d scale-down events, want %d and %d", len(got.ScaleUpEvents), len(got.ScaleDownEvents), tc.up, tc.down)
+			}
+			if len(got.Recommendations) != 1 {
+				t.Errorf("kept %d recommendations, want 1", len(got.Recommendations))
+			}
+			if tc.behavior != nil && tc.behavior.ScaleUp == nil && spec.Behavior.ScaleUp != nil {
+				t.Error("ToStatus defaulted the caller's spec in place")
+			}
+		})
+	}
+}
