@@ -46,8 +46,13 @@ type activation struct {
 	// failed describes the first metric that could not be read.
 	failed     string
 	inFallback bool
-	zeroAt     time.Time
-	cooldown   time.Duration
+	// held is the HPA's proposal that activation held at zero.
+	held     int32
+	zeroAt   time.Time
+	cooldown time.Duration
+	// limited is the ScalingLimited condition before stabilization, whose
+	// transition time stands when activation sets the same status again.
+	limited *autoscalingv2.HorizontalPodAutoscalerCondition
 }
 
 // carryScaleToZero is the activation state a reconcile starts from: the
@@ -182,10 +187,17 @@ func (p *Plan) observeActivation(in Input, current int32, inFallback bool) {
 // force, decides alone.
 func (p *Plan) activationProposal(current, proposal int32) int32 {
 	a := p.activation
-	switch {
-	case a == nil || a.inFallback:
+	if a == nil || a.inFallback {
 		return proposal
+	}
+	for _, c := range p.hpa.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingLimited {
+			a.limited = c.DeepCopy()
+		}
+	}
+	switch {
 	case current == 0 && !a.above:
+		a.held = proposal
 		return 0
 	case current > 0 && a.cooled:
 		return 0
@@ -205,25 +217,26 @@ func (p *Plan) activationSize(current, desired int32) int32 {
 	}
 	switch {
 	case current == 0 && !a.above:
-		if desired != 0 {
-			p.setCondition(autoscalingv2.ScalingLimited, corev1.ConditionTrue, ReasonBelowActivation, "no metric is above its activation value: the target stays at zero")
+		if desired != 0 || a.held > 0 {
+			p.setLimitedBy(corev1.ConditionTrue, ReasonBelowActivation,
+				fmt.Sprintf("the metrics ask for %d replicas, but no metric is above its activation value: the target stays at zero", max(desired, a.held)))
 		}
 		return 0
 	case current == 0:
 		if desired < 1 {
-			p.setCondition(autoscalingv2.ScalingLimited, corev1.ConditionTrue, ReasonAboveActivation, "a metric is above its activation value: at least one replica")
+			p.setLimitedBy(corev1.ConditionTrue, ReasonAboveActivation, "a metric is above its activation value: at least one replica")
 			desired = 1
 		}
 		p.Reason = a.why
 		return desired
 	case a.cooled:
 		if desired != 0 {
-			p.setCondition(autoscalingv2.ScalingLimited, corev1.ConditionFalse, ReasonCooldownElapsed, "the cooldown has elapsed: the target goes to zero whatever stabilization and policies hold")
+			p.setLimitedBy(corev1.ConditionFalse, ReasonCooldownElapsed, "the cooldown has elapsed: the target goes to zero whatever stabilization and policies hold")
 		}
 		p.Reason = fmt.Sprintf("every metric at or below its activation value for the cooldown (%s)", a.cooldown)
 		return 0
 	case desired < 1:
-		p.setCondition(autoscalingv2.ScalingLimited, corev1.ConditionTrue, ReasonCoolingDown,
+		p.setLimitedBy(corev1.ConditionTrue, ReasonCoolingDown,
 			fmt.Sprintf("the target keeps one replica until %s, when the cooldown (%s) ends", a.zeroAt.UTC().Format(time.RFC3339), a.cooldown))
 		return 1
 	}
@@ -355,4 +368,20 @@ func (r *rawValues) ObjectMetric(ctx context.Context, name, namespace string, re
 		r.object[objectKey(name, ref, sel)] = v
 	}
 	return v, ts, err
+}
+
+// setLimitedBy sets ScalingLimited where activation or the cooldown set the
+// size, over what stabilization wrote in this reconcile: the transition
+// time is the one stored when the status is the stored one.
+func (p *Plan) setLimitedBy(status corev1.ConditionStatus, reason, message string) {
+	p.setCondition(autoscalingv2.ScalingLimited, status, reason, message)
+	old := p.activation.limited
+	if old == nil || old.Status != status {
+		return
+	}
+	for i := range p.hpa.Status.Conditions {
+		if c := &p.hpa.Status.Conditions[i]; c.Type == autoscalingv2.ScalingLimited {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
 }

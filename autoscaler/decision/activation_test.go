@@ -459,3 +459,46 @@ func TestActivationRecordsWhatItDecides(t *testing.T) {
 		}
 	}
 }
+
+// TestActivationConditionTimesHold: a ScalingLimited condition that the
+// cooldown (or activation) sets again at each reconcile keeps its
+// transition time, though stabilization rewrites it in between.
+func TestActivationConditionTimesHold(t *testing.T) {
+	t.Parallel()
+	pods := makePods(4)
+	settings := DefaultSettings()
+	settings.Gates.ScaleToZero = true
+	for _, tc := range []struct {
+		name    string
+		current int32
+		queue   int64
+		reason  string
+	}{
+		{"cooling down", 1, 0, ReasonCoolingDown},
+		{"held at zero", 0, 4000, ReasonBelowActivation},
+	} {
+		a := anyScaleDown(hpa(ptr[int32](0), 10, externalMetric("2")))
+		state := &v1alpha1.ScaleToZeroStatus{LastActiveTime: &metav1.Time{Time: now}}
+		var first metav1.Time
+		for i := range 3 {
+			res := run(Input{Autoscaler: a, Scale: Scale{tc.current, tc.current, "app=web"}, Pods: pods,
+				Metrics: &source{pods: pods, external: []int64{tc.queue}}, Settings: settings, Now: now.Add(time.Duration(i) * 15 * time.Second),
+				ScaleToZero: stz(time.Hour, act("queue", "5")), ScaleToZeroState: state}, nil)
+			var c *autoscalingv2.HorizontalPodAutoscalerCondition
+			for j := range res.Status.Conditions {
+				if res.Status.Conditions[j].Type == autoscalingv2.ScalingLimited {
+					c = &res.Status.Conditions[j]
+				}
+			}
+			if c == nil || c.Status != corev1.ConditionTrue || c.Reason != tc.reason {
+				t.Fatalf("%s, reconcile %d: ScalingLimited %+v, want True/%s", tc.name, i, c, tc.reason)
+			}
+			if i == 0 {
+				first = c.LastTransitionTime
+			} else if !c.LastTransitionTime.Equal(&first) {
+				t.Errorf("%s, reconcile %d: ScalingLimited moved from %v to %v", tc.name, i, first, c.LastTransitionTime)
+			}
+			a.Status, state = res.Status, res.ScaleToZero
+		}
+	}
+}
