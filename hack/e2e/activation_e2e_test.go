@@ -119,8 +119,10 @@ func TestActivation(t *testing.T) {
 	t.Logf("cooling down: last active at %s (stored to the second)", last.UTC().Format(time.RFC3339))
 
 	// A restart during the cooldown: the new autoscaler counts from the
-	// stored lastActiveTime (a lost state would restart the clock: "first
-	// seen running").
+	// stored lastActiveTime. A lost state would restart the clock at the
+	// new autoscaler's first reconcile ("first seen running"), a few
+	// seconds later: the check below sees a changed lastActiveTime.
+	time.Sleep(time.Until(last.Add(3 * time.Second)))
 	restartBegan := time.Now()
 	restartAutoscaler(t)
 	t.Logf("autoscaler restarted in %s", time.Since(restartBegan).Round(100*time.Millisecond))
