@@ -105,6 +105,11 @@ func (p *Plan) observeActivation(in Input, current int32, inFallback bool) {
 	failedAny := false
 	for i := range specs {
 		threshold, takesPart := activationValue(&specs[i], in.ScaleToZero.Activation)
+		if _, perPod := activationName(&specs[i]); perPod && current == 0 {
+			// No pods, no value (a read of terminating pods is not one):
+			// a per-pod metric never activates, and fails at zero anyway.
+			continue
+		}
 		if p.Metrics[i].Err != nil {
 			// Whether or not it takes part, a metric that failed may be busy:
 			// the target does not go to zero on the strength of the others.
@@ -246,8 +251,9 @@ func (p *Plan) activationSize(current, desired int32) int32 {
 // activationValue is the activation value of a spec metric, and whether
 // it takes part in activation at all: an Object or External metric always
 // (0 without an entry, as KEDA's activationThreshold), a Pods, Resource or
-// ContainerResource metric only with an entry — it has no value at zero
-// pods, and a CPU metric above 0 would otherwise keep every target up.
+// ContainerResource metric only with an entry and above zero replicas — it
+// has no value at zero pods, and a CPU metric above 0 would otherwise keep
+// every target up.
 func activationValue(m *autoscalingv2.MetricSpec, entries []v1alpha1.MetricActivation) (resource.Quantity, bool) {
 	name, perPod := activationName(m)
 	for _, e := range entries {

@@ -502,3 +502,26 @@ func TestActivationConditionTimesHold(t *testing.T) {
 		}
 	}
 }
+
+// TestPerPodMetricsSitOutAtZero: at zero a per-pod metric neither activates
+// the target (the test source answers for pods that a real cluster would
+// not have) nor, failing, hides the state of the metrics that count.
+func TestPerPodMetricsSitOutAtZero(t *testing.T) {
+	t.Parallel()
+	pods := makePods(4)
+	settings := DefaultSettings()
+	settings.Gates.ScaleToZero = true
+	for _, src := range []*source{
+		{pods: pods, cpu: 900, external: []int64{0}},
+		{pods: pods, failCPU: true, external: []int64{0}},
+	} {
+		res := run(Input{Autoscaler: hpa(ptr[int32](0), 10, cpuMetric(50), externalMetric("2")), Scale: Scale{0, 0, "app=web"}, Pods: pods,
+			Metrics: src, Settings: settings, Now: now, ScaleToZero: stz(time.Minute, act("queue", "5"), act("cpu", "20"))}, nil)
+		if res.Replicas != 0 || res.ScaleToZero.Active {
+			t.Errorf("cpu %d (fails: %v) at zero: %d replicas, active %v; want 0, inactive", src.cpu, src.failCPU, res.Replicas, res.ScaleToZero.Active)
+		}
+		if got := condition(res.Status, ConditionActive); got != "False/"+ReasonBelowActivation {
+			t.Errorf("cpu %d (fails: %v) at zero: Active condition %s, want False/%s", src.cpu, src.failCPU, got, ReasonBelowActivation)
+		}
+	}
+}
