@@ -125,7 +125,7 @@ func (p *Plan) observeActivation(in Input, current int32, inFallback bool) {
 		value, ok := p.activationReading(i)
 		if !ok {
 			if !failedAny {
-				a.failed = fmt.Sprintf("spec.metrics[%d] (%s) has no value to compare", i, metricName(&specs[i]))
+				a.failed = fmt.Sprintf("spec.metrics[%d] (%s, no value to compare)", i, metricName(&specs[i]))
 			}
 			failedAny = true
 			continue
