@@ -224,7 +224,7 @@ func (p *Plan) activationSize(current, desired int32) int32 {
 	case current == 0 && !a.above:
 		if desired != 0 || a.held > 0 {
 			p.setLimitedBy(corev1.ConditionTrue, ReasonBelowActivation,
-				fmt.Sprintf("the metrics ask for %d replicas, but no metric is above its activation value: the target stays at zero", max(desired, a.held)))
+				fmt.Sprintf("the metrics ask for %s, but no metric is above its activation value: the target stays at zero", replicasString(max(desired, a.held))))
 		}
 		return 0
 	case current == 0:
@@ -390,4 +390,11 @@ func (p *Plan) setLimitedBy(status corev1.ConditionStatus, reason, message strin
 			c.LastTransitionTime = old.LastTransitionTime
 		}
 	}
+}
+
+func replicasString(n int32) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
 }
