@@ -267,6 +267,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	settings.Gates.ScaleToZero = true
 	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
+		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
 	})
 	c.report(ma, res.Events)
 

@@ -22,6 +22,7 @@ func maStatus(ma *v1alpha1.MetricAutoscaler, res decision.Result, hist *v1alpha1
 		Targets:            metrictarget.Targets(ma.Spec.Metrics, res.Status.CurrentMetrics),
 		History:            hist,
 		Fallback:           res.Fallback,
+		ScaleToZero:        res.ScaleToZero,
 	}
 	if res.Metrics != nil {
 		s.MetricProposals = make([]int32, len(res.Metrics))

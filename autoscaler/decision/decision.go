@@ -93,6 +93,11 @@ type Input struct {
 	// status.fallback as last stored; nil Fallback decides as upstream.
 	Fallback      *v1alpha1.Fallback
 	FallbackState *v1alpha1.FallbackStatus
+	// ScaleToZero is a MetricAutoscaler's spec.scaleToZero and
+	// ScaleToZeroState its status.scaleToZero; nil ScaleToZero decides as
+	// upstream.
+	ScaleToZero      *v1alpha1.ScaleToZero
+	ScaleToZeroState *v1alpha1.ScaleToZeroStatus
 }
 
 // Event is what the controller reports on the object.
@@ -132,6 +137,10 @@ type Plan struct {
 	hasObjExt bool
 	upstream  bool
 	fallback  *v1alpha1.FallbackStatus
+
+	scaleToZero *v1alpha1.ScaleToZeroStatus
+	activation  *activation
+	raw         *rawValues
 }
 
 // Result is a finished reconcile.
@@ -153,6 +162,9 @@ type Result struct {
 	Metrics       []MetricResult
 	// Fallback is the status.fallback to store (nil without spec.fallback).
 	Fallback *v1alpha1.FallbackStatus
+	// ScaleToZero is the status.scaleToZero to store (nil without
+	// spec.scaleToZero).
+	ScaleToZero *v1alpha1.ScaleToZeroStatus
 }
 
 // ticking returns a clock that starts at now and moves forward by a
@@ -179,6 +191,7 @@ func Decide(ctx context.Context, in Input) *Plan {
 		// Until a rescale, the target keeps the size it has.
 		CurrentReplicas: in.Scale.Replicas,
 		fallback:        carryFallback(in),
+		scaleToZero:     carryScaleToZero(in),
 	}
 	ref := hpa.Spec.ScaleTargetRef
 	reference := fmt.Sprintf("%s/%s/%s", ref.Kind, hpa.Namespace, ref.Name)
@@ -210,10 +223,11 @@ func Decide(ctx context.Context, in Input) *Plan {
 	compute := true
 	switch {
 	case current == 0:
-		if (p.minimum != 0 && scaledToZero) || canScaleFromZero {
+		if (p.minimum != 0 && scaledToZero) || canScaleFromZero || p.scaleToZeroOn(in) {
 			break
 		}
-		// A target scaled to zero by someone else is left alone.
+		// A target scaled to zero by someone else is left alone (with
+		// spec.scaleToZero, zero is a state the autoscaler manages).
 		compute, rescale = false, false
 		p.setCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
 		if !p.gates.ScaleToZero {
@@ -228,11 +242,13 @@ func Decide(ctx context.Context, in Input) *Plan {
 	}
 
 	if compute {
+		in.Metrics = p.watchValues(in)
 		proposal, metricName, err := p.computeMetrics(ctx, in)
 		fbProposal, fbName, inFallback := p.applyFallback(in, current)
 		if inFallback {
 			proposal, metricName = fbProposal, fbName
 		}
+		p.observeActivation(in, current, inFallback)
 		if err != nil && proposal == -1 {
 			p.setStatus(current, hpa.Status.DesiredReplicas, false)
 			p.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", err.Error())
@@ -256,11 +272,13 @@ func Decide(ctx context.Context, in Input) *Plan {
 		if inFallback && desired != current {
 			p.Reason = fallbackReason(metricName)
 		}
+		desired = p.activationProposal(current, desired)
 		if hpa.Spec.Behavior == nil {
 			desired = p.normalize(current, desired, in.Settings.DownscaleStabilizationWindow)
 		} else {
 			desired = p.normalizeWithBehavior(current, desired, in.Settings.DownscaleStabilizationWindow)
 		}
+		desired = p.activationSize(current, desired)
 		// Coming back from zero honours a minReplicas raised meanwhile.
 		if current == 0 && p.minimum != 0 && scaledToZero && desired < p.minimum {
 			desired = p.minimum
@@ -333,6 +351,7 @@ func (p *Plan) complete(res Result) Result {
 	res.History = p.history
 	res.Events = p.events
 	res.Fallback = p.fallback
+	res.ScaleToZero = p.scaleToZero
 	return res
 }
 

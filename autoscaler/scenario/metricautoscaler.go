@@ -1,12 +1,15 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/validation"
 )
 
 const kindMetricAutoscaler = "MetricAutoscaler"
@@ -43,7 +46,7 @@ func takeMetricAutoscaler(generic any) (*v1alpha1.MetricAutoscaler, map[int]*v1a
 	if ma.Spec.Paused {
 		return nil, nil, fieldErr("autoscaler.spec.paused", "a paused MetricAutoscaler makes no decisions to replay")
 	}
-	if err := validateFallback(ma.Spec.Fallback, field.NewPath("autoscaler", "spec")); err != nil {
+	if err := validateMetricAutoscaler(&ma.Spec, field.NewPath("autoscaler", "spec")); err != nil {
 		return nil, nil, err
 	}
 	delete(top, "autoscaler")
@@ -65,11 +68,23 @@ func takeMetricAutoscaler(generic any) (*v1alpha1.MetricAutoscaler, map[int]*v1a
 		if e.Spec.Paused {
 			return nil, nil, fieldErr(path+".spec.paused", "a paused MetricAutoscaler makes no decisions to replay")
 		}
-		if err := validateFallback(e.Spec.Fallback, field.NewPath("steps").Index(i).Child("autoscaler", "spec")); err != nil {
+		if err := validateMetricAutoscaler(&e.Spec, field.NewPath("steps").Index(i).Child("autoscaler", "spec")); err != nil {
 			return nil, nil, err
 		}
 		edits[i] = &e.Spec
 		delete(m, "autoscaler")
 	}
 	return ma, edits, nil
+}
+
+// validateMetricAutoscaler refuses what the MetricAutoscaler CRD refuses
+// beyond an HPA's validation (spec.fallback, spec.scaleToZero, the bound on
+// metrics); path is the spec's.
+func validateMetricAutoscaler(spec *v1alpha1.MetricAutoscalerSpec, path *field.Path) error {
+	errs := validation.MetricAutoscaler(spec, path)
+	if len(errs) == 0 {
+		return nil
+	}
+	e := errs[0]
+	return &FieldError{Path: e.Field, Err: errors.New(strings.TrimPrefix(validation.Describe(e), e.Field+": "))}
 }

@@ -26,6 +26,8 @@ type StepResult struct {
 	Status   autoscalingv2.HorizontalPodAutoscalerStatus `json:"status"`
 	// Fallback is a MetricAutoscaler's status.fallback after the step.
 	Fallback *v1alpha1.FallbackStatus `json:"fallback,omitempty"`
+	// ScaleToZero is a MetricAutoscaler's status.scaleToZero after the step.
+	ScaleToZero *v1alpha1.ScaleToZeroStatus `json:"scaleToZero,omitempty"`
 
 	// What the table and the plot show besides.
 	Time            time.Time                  `json:"-"`
@@ -49,6 +51,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 	var (
 		history  behavior.History
 		fallback *v1alpha1.FallbackStatus
+		zero     *v1alpha1.ScaleToZeroStatus
 		scale    decision.Scale
 		pods     []corev1.Pod
 		w        world
@@ -60,6 +63,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		// A MetricAutoscaler's status carries the history it decided on.
 		history = hist.FromStatus(ma.Status.History)
 		fallback = ma.Status.Fallback
+		zero = ma.Status.ScaleToZero
 	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
@@ -113,6 +117,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		}
 		if ma != nil {
 			in.Fallback, in.FallbackState = ma.Spec.Fallback, fallback
+			in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, zero
 		}
 		plan := decision.Decide(ctx, in)
 		var writeErr error
@@ -130,7 +135,10 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("steps[%d]: %w", i, err)
 		}
-		if fallback, err = storedFallback(res.Fallback); err != nil {
+		if fallback, err = stored(res.Fallback); err != nil {
+			return nil, fmt.Errorf("steps[%d]: %w", i, err)
+		}
+		if zero, err = stored(res.ScaleToZero); err != nil {
 			return nil, fmt.Errorf("steps[%d]: %w", i, err)
 		}
 		hpa.Status = status
@@ -144,6 +152,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			Rescaled:        res.Rescaled,
 			Status:          status,
 			Fallback:        fallback,
+			ScaleToZero:     zero,
 			Time:            now,
 			CurrentReplicas: current,
 			Reason:          res.Reason,
@@ -179,8 +188,9 @@ func storedStatus(s autoscalingv2.HorizontalPodAutoscalerStatus) (autoscalingv2.
 	return out, err
 }
 
-// storedFallback is status.fallback as the API server keeps it.
-func storedFallback(s *v1alpha1.FallbackStatus) (*v1alpha1.FallbackStatus, error) {
+// stored is a part of a MetricAutoscaler's status (status.fallback,
+// status.scaleToZero) as the API server keeps it: times in whole seconds.
+func stored[T any](s *T) (*T, error) {
 	if s == nil {
 		return nil, nil
 	}
@@ -188,6 +198,6 @@ func storedFallback(s *v1alpha1.FallbackStatus) (*v1alpha1.FallbackStatus, error
 	if err != nil {
 		return nil, err
 	}
-	out := &v1alpha1.FallbackStatus{}
+	out := new(T)
 	return out, json.Unmarshal(data, out)
 }

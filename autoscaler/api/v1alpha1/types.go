@@ -48,6 +48,7 @@ type MetricAutoscaler struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="must be greater than or equal to minReplicas",fieldPath=".maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas > 0 || (has(self.metrics) && self.metrics.exists(m, m.type == 'Object' || m.type == 'External'))",message="minReplicas 0 needs at least one Object or External metric",fieldPath=".metrics"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || (has(self.minReplicas) && self.minReplicas == 0)",message="scaleToZero needs minReplicas 0",fieldPath=".scaleToZero"
+// +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || !has(self.scaleToZero.activation) || self.scaleToZero.activation.all(a, has(self.metrics) && self.metrics.exists(m, (has(m.external) && m.external.metric.name == a.metric) || (has(m.object) && m.object.metric.name == a.metric) || (has(m.pods) && m.pods.metric.name == a.metric) || (has(m.resource) && m.resource.name == a.metric) || (has(m.containerResource) && m.containerResource.name == a.metric)))",message="each activation must name a metric of spec.metrics (metric.name, or the resource name of a Resource or ContainerResource metric)",fieldPath=".scaleToZero.activation"
 type MetricAutoscalerSpec struct {
 	// ScaleTargetRef points to the target resource to scale.
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
@@ -62,6 +63,9 @@ type MetricAutoscalerSpec struct {
 	MaxReplicas int32 `json:"maxReplicas"`
 	// Metrics are the specifications to compute the desired count from;
 	// the largest proposal wins. Empty means cpu at 80% utilization.
+	// At most 1000 (an HPA has no bound): the CEL rule that checks the
+	// activation names against them must fit the API server's cost budget.
+	// +kubebuilder:validation:MaxItems=1000
 	// +listType=atomic
 	// +optional
 	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
@@ -131,10 +135,14 @@ type ScaleToZero struct {
 	// CooldownPeriod is how long every metric must stay at or below its
 	// activation value before the target goes to zero.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="cooldownPeriod must not be negative"
 	// +optional
 	CooldownPeriod *metav1.Duration `json:"cooldownPeriod,omitempty"`
-	// Activation holds per-metric activation values; a metric without one
-	// activates above zero.
+	// Activation holds per-metric activation values. An Object or External
+	// metric without one activates above zero; a Pods, Resource or
+	// ContainerResource metric without one takes no part in activation.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.metric == a.metric))",message="each metric may have one activation value only"
 	// +listType=atomic
 	// +optional
 	Activation []MetricActivation `json:"activation,omitempty"`
@@ -146,8 +154,14 @@ type MetricActivation struct {
 	// Object, External and Pods metrics, the resource name for Resource and
 	// ContainerResource ones. It applies to every metric of that name.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Metric string `json:"metric"`
-	// Value is the activation threshold, compared with the metric's value.
+	// Value is the activation threshold, compared with the metric's value
+	// as read: the summed series of an External metric and the object's
+	// value of an Object metric, whatever the target type (not the average
+	// per pod, undefined at zero pods); the average per pod of a Pods
+	// metric; the utilization in percent of a Resource or ContainerResource
+	// Utilization target, the average per pod of an AverageValue one.
 	Value resource.Quantity `json:"value"`
 }
 
@@ -232,10 +246,12 @@ type MetricFailure struct {
 
 // ScaleToZeroStatus is the activation state.
 type ScaleToZeroStatus struct {
-	// Active is true when some metric is above its activation value.
+	// Active is true when some metric was above its activation value at
+	// the last read; a read that fails keeps the previous state.
 	Active bool `json:"active"`
 	// LastActiveTime is when a metric was last seen above its activation
-	// value; the cooldown counts from it.
+	// value (or the target first seen running, when no metric was yet);
+	// the cooldown counts from it.
 	// +optional
 	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
 }
