@@ -97,6 +97,8 @@ func convertCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return usage("--adapter-config, --adapter-config-base, --env and --paused are for keda")
 	case kind == "keda" && (*apply || *syncPeriod != 0):
 		return usage("--apply and --sync-period are for hpa")
+	case *adapterOut == "-" && (*output == "" || *output == "-"):
+		return usage("--adapter-config - and the MetricAutoscalers would both go to standard output: give -o FILE")
 	case *syncPeriod != 0 && *syncPeriod < time.Second:
 		return usage("--sync-period: at least 1s")
 	}

@@ -357,7 +357,7 @@ spec:
 	mas, _ := os.ReadFile(maFile)
 	cfg, _ := os.ReadFile(cfgFile)
 	t.Logf("MetricAutoscaler:\n%s\nadapter config (head):\n%s", mas, firstLines(string(cfg), 12))
-	if out, err := exec.Command(adapterBinary(t), "check-config", "-f", cfgFile).CombinedOutput(); err != nil || strings.Contains(string(out), "warning") {
+	if out, err := exec.Command(adapterBinary(t), "check-config", "-f", cfgFile).CombinedOutput(); err != nil || strings.Contains(string(out), ": warning: ") {
 		t.Fatalf("adapter check-config: %v\n%s", err, out)
 	} else {
 		t.Logf("adapter check-config: %s", strings.TrimSpace(string(out)))
