@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,21 +280,27 @@ spec:
           status: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
 
-// TestConvertKEDA: a ScaledObject with a redis trigger on the cluster's
-// real Redis (hack/backends/redis.sh) is converted from the cluster; the
-// adapter config written (the running one plus the converted provider and
-// route) passes `adapter check-config` and is loaded live by the running
-// adapter, with the password mounted where the config says; the External
-// metric equals the list's length, and the converted MetricAutoscaler
-// scales the Deployment on it.
+// TestConvertKEDA: a ScaledObject whose triggers read the cluster's real
+// backends — Redis, RabbitMQ's management API and PostgreSQL
+// (hack/backends) and Prometheus, two queries — is converted from the
+// cluster. The adapter config written (the running one plus the converted
+// providers and routes) passes `adapter check-config` and is loaded live by
+// the running adapter, with the passwords mounted where it says; every
+// converted External metric answers what the backend holds, and the
+// converted MetricAutoscaler scales the Deployment on the Redis list.
 func TestConvertKEDA(t *testing.T) {
 	needAutoscaler(t)
 	running, err := cluster.runningBackends()
-	if err != nil || !slices.Contains(running, "redis") {
-		t.Fatalf("the cluster runs no redis backend (%v, %v)", running, err)
+	for _, b := range []string{"redis", "rabbitmq", "postgresql"} {
+		if err != nil || !slices.Contains(running, b) {
+			t.Fatalf("the cluster runs no %s backend (it runs %v, %v)", b, running, err)
+		}
+	}
+	if cluster.PrometheusURL == "" {
+		t.Fatal("the cluster runs without Prometheus (and so without an adapter config)")
 	}
 	ctx := context.Background()
-	redisEnv := backendEnv("redis")(t)
+	redisEnv, rabbitEnv, pgEnv := backendEnv("redis")(t), backendEnv("rabbitmq")(t), backendEnv("postgresql")(t)
 
 	// The ScaledObject CRD, unless KEDA's is installed.
 	if _, err := cluster.Client.Discovery().ServerResourcesForGroupVersion("keda.sh/v1alpha1"); err != nil {
@@ -314,6 +321,12 @@ func TestConvertKEDA(t *testing.T) {
 
 	ns := cluster.CreateNamespace(t, "convert-keda")
 	list := "convert-" + ns
+	rabbit, pg := rabbitmqBackend(), postgresqlBackend()
+	mgmt, err := url.Parse(rabbitEnv["METRICSCALE_RABBITMQ_MANAGEMENT_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmt.User, mgmt.Path = url.User(rabbitEnv["METRICSCALE_RABBITMQ_USER"]), "/%2F" // KEDA's form: user@host/vhost
 	cluster.CreateDeployment(t, KwokDeployment(ns, "mailer", 1, "100m", "10m"))
 	so := fmt.Sprintf(`apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
@@ -327,7 +340,25 @@ spec:
   - type: redis
     authenticationRef: {name: redis-credentials}
     metadata: {address: %q, username: %q, listName: %q, listLength: "5"}
-`, ns, redisEnv["METRICSCALE_REDIS_ADDR"], redisEnv["METRICSCALE_REDIS_USER"], list)
+  - type: rabbitmq
+    metadata: {host: %q, mode: QueueLength, value: "1000", queueName: e2e-jobs}
+  - type: postgresql
+    authenticationRef: {name: pg-credentials}
+    metadata:
+      host: %q
+      port: %q
+      userName: %q
+      dbName: %q
+      sslmode: disable
+      query: "SELECT count(*) FROM jobs WHERE queue = 'e2e-jobs' AND state = 'pending';"
+      targetQueryValue: "1000"
+  - type: prometheus
+    metadata: {serverAddress: %q, query: "vector(4)", threshold: "1000"}
+  - type: prometheus
+    metadata: {serverAddress: %q, query: "metricscale_convert_e2e_no_such_series", threshold: "1000"}
+`, ns, redisEnv["METRICSCALE_REDIS_ADDR"], redisEnv["METRICSCALE_REDIS_USER"], list, mgmt.String(),
+		pgEnv["METRICSCALE_POSTGRESQL_HOST"], pgEnv["METRICSCALE_POSTGRESQL_PORT"], pgEnv["METRICSCALE_POSTGRESQL_USER"], pgEnv["METRICSCALE_POSTGRESQL_DATABASE"],
+		cluster.PrometheusURL, cluster.PrometheusURL)
 	soFile := filepath.Join(t.TempDir(), "so.yaml")
 	if err := os.WriteFile(soFile, []byte(so), 0o644); err != nil {
 		t.Fatal(err)
@@ -348,21 +379,29 @@ spec:
 	stdout, stderr, code := runConvert(t, "keda", "-n", ns, "-o", maFile, "--adapter-config", cfgFile,
 		"--adapter-config-base", adapterFile, "--credentials-dir", credDir)
 	t.Logf("convert keda: exit %d\n%s%s", code, stdout, stderr)
-	// The TriggerAuthentication is not read: exit 3 and the file to mount its password at.
-	metric := "keda-" + ns + "-mailer-s0-redis"
-	wantFile := filepath.Join(credDir, "keda-redis", "password")
-	if code != 3 || !strings.Contains(stderr, `TriggerAuthentication "redis-credentials" is not read`) || !strings.Contains(stderr, wantFile) {
-		t.Fatalf("exit %d, want 3 with the credentials' issue naming %s", code, wantFile)
+	// Credentials are not copied: exit 3, and each file to mount one at.
+	passwords := map[string]string{ // provider → the backend's password file
+		"keda-redis":      redisEnv["METRICSCALE_REDIS_PASSWORD_FILE"],
+		"keda-rabbitmq":   rabbitEnv["METRICSCALE_RABBITMQ_PASSWORD_FILE"],
+		"keda-postgresql": pgEnv["METRICSCALE_POSTGRESQL_PASSWORD_FILE"],
+	}
+	if code != 3 || !strings.Contains(stderr, `TriggerAuthentication "redis-credentials" is not read`) {
+		t.Fatalf("exit %d, want 3 with the credentials' issues", code)
+	}
+	for p := range passwords {
+		if f := filepath.Join(credDir, p, "password"); !strings.Contains(stderr, f) {
+			t.Errorf("stderr does not name %s", f)
+		}
 	}
 	mas, _ := os.ReadFile(maFile)
 	cfg, _ := os.ReadFile(cfgFile)
-	t.Logf("MetricAutoscaler:\n%s\nadapter config (head):\n%s", mas, firstLines(string(cfg), 12))
+	t.Logf("MetricAutoscaler:\n%s", mas)
 	if out, err := exec.Command(adapterBinary(t), "check-config", "-f", cfgFile).CombinedOutput(); err != nil || strings.Contains(string(out), ": warning: ") {
 		t.Fatalf("adapter check-config: %v\n%s", err, out)
 	} else {
 		t.Logf("adapter check-config: %s", strings.TrimSpace(string(out)))
 	}
-	// The password, where the config says (a Secret mounted there, in a cluster).
+	// The passwords, where the config says (Secrets mounted there, in a cluster).
 	var parsed struct {
 		Providers []struct {
 			Name    string `json:"name"`
@@ -374,20 +413,25 @@ spec:
 	if err := yaml.Unmarshal(cfg, &parsed); err != nil {
 		t.Fatal(err)
 	}
-	var pwFile string
+	written := 0
 	for _, p := range parsed.Providers {
-		if p.Name == "keda-redis" {
-			pwFile = p.Options.Password.File
+		src, ok := passwords[p.Name]
+		if !ok {
+			continue
 		}
+		if want := filepath.Join(credDir, p.Name, "password"); p.Options.Password.File != want {
+			t.Fatalf("provider %s reads its password from %q, want %s", p.Name, p.Options.Password.File, want)
+		}
+		if err := os.MkdirAll(filepath.Dir(p.Options.Password.File), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p.Options.Password.File, []byte(secretFile(t, src, p.Name+"'s password")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		written++
 	}
-	if pwFile != wantFile {
-		t.Fatalf("provider keda-redis reads its password from %q, want %s", pwFile, wantFile)
-	}
-	if err := os.MkdirAll(filepath.Dir(pwFile), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pwFile, []byte(secretFile(t, redisEnv["METRICSCALE_REDIS_PASSWORD_FILE"], "the redis password")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if written != len(passwords) {
+		t.Fatalf("%d of the providers %v in the written config", written, passwords)
 	}
 
 	// The running adapter loads it live; the original is put back at the end.
@@ -399,6 +443,7 @@ spec:
 	writeAtomically(t, adapterFile, cfg)
 	waitConfigHash(t, metrics, cfg)
 
+	// Every converted metric answers what its backend holds.
 	admin := goredis.NewClient(&goredis.Options{Addr: redisEnv["METRICSCALE_REDIS_ADDR"],
 		Password: secretFile(t, redisEnv["METRICSCALE_REDIS_ADMIN_PASSWORD_FILE"], "the redis admin password")})
 	defer admin.Close()
@@ -413,7 +458,17 @@ spec:
 		}
 	}
 	push(7)
-	externalValue(t, ns, metric, "7")
+	metric := func(i int, typ string) string { return fmt.Sprintf("keda-%s-mailer-s%d-%s", ns, i, typ) }
+	externalValue(t, ns, metric(0, "redis"), "7")
+	rabbit.publish(ctx, t, 3)
+	t.Cleanup(func() { rabbit.drain(context.Background(), t) })
+	pg.publish(ctx, t, 2)
+	t.Cleanup(func() { pg.drain(context.Background(), t) })
+	externalValue(t, ns, metric(1, "rabbitmq"), strconv.Itoa(rabbit.count(ctx, t)))
+	externalValue(t, ns, metric(2, "postgresql"), strconv.Itoa(pg.count(ctx, t)))
+	externalValue(t, ns, metric(3, "prometheus"), "4")
+	externalValue(t, ns, metric(4, "prometheus"), "0") // no series: 0, as KEDA's ignoreNullValues reads it
+	t.Logf("the five converted metrics answer: redis 7, rabbitmq %d, postgresql %d, prometheus 4 and 0", rabbit.count(ctx, t), pg.count(ctx, t))
 
 	if out, err := cluster.Kubectl(ctx, "apply", "-f", maFile); err != nil {
 		t.Fatalf("kubectl apply the converted MetricAutoscaler: %v\n%s", err, out)
@@ -422,10 +477,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ma.Spec.SyncPeriod == nil || ma.Spec.SyncPeriod.Duration != 2*time.Second || *ma.Spec.MinReplicas != 1 || ma.Spec.MaxReplicas != 10 {
-		t.Errorf("spec %+v: want syncPeriod 2s (pollingInterval), min 1, max 10", ma.Spec)
+	if ma.Spec.SyncPeriod == nil || ma.Spec.SyncPeriod.Duration != 2*time.Second || *ma.Spec.MinReplicas != 1 || ma.Spec.MaxReplicas != 10 || len(ma.Spec.Metrics) != 5 {
+		t.Errorf("spec %+v: want syncPeriod 2s (pollingInterval), min 1, max 10, five metrics", ma.Spec)
 	}
-	waitReplicas(t, ns, "mailer", 2, time.Minute) // ceil(7 / 5)
+	waitReplicas(t, ns, "mailer", 2, time.Minute) // ceil(7 / 5); the others ask for 1
 	push(23)                                      // 30 jobs: 6 replicas
 	rose := time.Now()
 	waitReplicas(t, ns, "mailer", 6, time.Minute)
@@ -440,12 +495,4 @@ spec:
 	if m.Status.DesiredReplicas != 6 {
 		t.Errorf("MetricAutoscaler desiredReplicas %d (targets %s), want 6: it made the rescale", m.Status.DesiredReplicas, m.Status.Targets)
 	}
-}
-
-func firstLines(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	return strings.Join(lines, "\n")
 }
