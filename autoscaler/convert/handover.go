@@ -134,6 +134,10 @@ func (h *Handover) Run(ctx context.Context, ns, name string) (HandoverResult, er
 	}
 	want.Labels[LabelHandover] = handoverPending
 	want.Annotations[AnnotationFromUID] = string(hpa.UID)
+	// a target without a readable scale: refused before anything is created
+	if _, err := h.targetReplicas(ctx, want); err != nil {
+		return HandoverResult{}, err
+	}
 	if ma == nil {
 		if ma, err = h.createMA(ctx, want); err != nil {
 			return HandoverResult{}, err

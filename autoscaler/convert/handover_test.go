@@ -255,6 +255,11 @@ func TestHandoverRefuses(t *testing.T) {
 		{"another MetricAutoscaler scaling the same Deployment", []runtime.Object{hpaWorkers("a")},
 			[]*v1alpha1.MetricAutoscaler{maOf("other", "", "", "workers")}, "MetricAutoscaler shop/other already scales Deployment workers"},
 		{"no HPA and no handover", nil, nil, "HorizontalPodAutoscaler shop/workers not found"},
+		{"a target without a scale", []runtime.Object{func() runtime.Object {
+			h := hpaWorkers("a")
+			h.Spec.ScaleTargetRef.Kind = "Rollout"
+			return h
+		}()}, nil, "the scale target Rollout workers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -326,7 +326,8 @@ func TestConvertKEDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgmt.User, mgmt.Path = url.User(rabbitEnv["METRICSCALE_RABBITMQ_USER"]), "/%2F" // KEDA's form: user@host/vhost
+	// KEDA's form: http://user@host:port/vhost, the vhost "/" escaped
+	rabbitHost := fmt.Sprintf("http://%s@%s/%%2F", rabbitEnv["METRICSCALE_RABBITMQ_USER"], mgmt.Host)
 	cluster.CreateDeployment(t, KwokDeployment(ns, "mailer", 1, "100m", "10m"))
 	so := fmt.Sprintf(`apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
@@ -356,7 +357,7 @@ spec:
     metadata: {serverAddress: %q, query: "vector(4)", threshold: "1000"}
   - type: prometheus
     metadata: {serverAddress: %q, query: "metricscale_convert_e2e_no_such_series", threshold: "1000"}
-`, ns, redisEnv["METRICSCALE_REDIS_ADDR"], redisEnv["METRICSCALE_REDIS_USER"], list, mgmt.String(),
+`, ns, redisEnv["METRICSCALE_REDIS_ADDR"], redisEnv["METRICSCALE_REDIS_USER"], list, rabbitHost,
 		pgEnv["METRICSCALE_POSTGRESQL_HOST"], pgEnv["METRICSCALE_POSTGRESQL_PORT"], pgEnv["METRICSCALE_POSTGRESQL_USER"], pgEnv["METRICSCALE_POSTGRESQL_DATABASE"],
 		cluster.PrometheusURL, cluster.PrometheusURL)
 	soFile := filepath.Join(t.TempDir(), "so.yaml")
