@@ -120,7 +120,11 @@ func watchReplicas(t *testing.T, ns, name string) *replicaLog {
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
+			if ctx.Err() != nil {
+				return // stopped at the end of the test
+			}
 			if ev.Type == watch.Error {
+				// a change could have been missed: the record is not whole
 				t.Errorf("watching Deployment %s/%s: %v", ns, name, apierrors.FromObject(ev.Object))
 				return
 			}
@@ -128,10 +132,13 @@ func watchReplicas(t *testing.T, ns, name string) *replicaLog {
 				l.add(*d.Spec.Replicas)
 			}
 		}
+		if ctx.Err() == nil {
+			t.Errorf("the watch of Deployment %s/%s ended before the test: a change could have been missed", ns, name)
+		}
 	}()
 	t.Cleanup(func() {
-		w.Stop()
 		cancel()
+		w.Stop()
 		<-done
 	})
 	return l
