@@ -1,0 +1,17 @@
+// Package convert turns other autoscalers into MetricAutoscalers:
+//
+//   - HorizontalPodAutoscalers (autoscaling/v1, v2, v2beta2 and v2beta1),
+//     whose spec a MetricAutoscaler's is field for field. Handover takes a
+//     live HPA's place without a replica jump: the MetricAutoscaler is
+//     created paused with the HPA's status and a history seeded from it
+//     (SeedHistory), the HPA is deleted, then the MetricAutoscaler is
+//     unpaused.
+//   - KEDA ScaledObjects (keda.sh/v1alpha1) whose triggers this project's
+//     providers can read (prometheus, rabbitmq, redis, kafka, postgresql,
+//     nats-jetstream, cpu, memory): a MetricAutoscaler on External metrics
+//     plus the adapter configuration (providers and routes) that serves them,
+//     and an Issue for everything that did not convert exactly.
+//
+// Reading files, reading the cluster and writing YAML are here too;
+// cmd/autoscaler only parses flags.
+package convert

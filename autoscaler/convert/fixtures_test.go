@@ -1,0 +1,491 @@
+package convert_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/convert"
+	"github.com/metricscale/metricscale/providers/catalog"
+	"github.com/metricscale/metricscale/providers/prometheus"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/ from the current output")
+
+// golden compares got with testdata/file, or writes it with -update.
+func golden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", file)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func readFixture(t *testing.T, file string) []convert.Object {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := convert.ReadObjects(file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// crd validates MetricAutoscalers as the API server does on create, from
+// manifests/autoscaler/crd.yaml: defaulting, pruning, schema, CEL rules.
+type crd struct {
+	structural *structuralschema.Structural
+	schema     apiservervalidation.SchemaValidator
+	cel        *cel.Validator
+}
+
+func loadCRD(t *testing.T) *crd {
+	t.Helper()
+	data, err := os.ReadFile("../../manifests/autoscaler/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v1 apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(data, &v1); err != nil {
+		t.Fatal(err)
+	}
+	var internal apiextensions.CustomResourceDefinition
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&v1, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	props := internal.Spec.Validation.OpenAPIV3Schema
+	structural, err := structuralschema.NewStructural(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, _, err := apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &crd{structural: structural, schema: sv, cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
+}
+
+// check fails t unless the API server would accept ma as written: no
+// field pruned (unknown to the schema), no schema or CEL error.
+func (c *crd) check(t *testing.T, ma *v1alpha1.MetricAutoscaler) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := convert.WriteMetricAutoscalers(&buf, nil, []*v1alpha1.MetricAutoscaler{ma}); err != nil {
+		t.Fatal(err)
+	}
+	var u map[string]any
+	if err := yaml.Unmarshal(buf.Bytes(), &u); err != nil {
+		t.Fatal(err)
+	}
+	u = normalize(u).(map[string]any)
+	before, _ := json.Marshal(u)
+	defaulting.Default(u, c.structural)
+	pruned := normalize(deepCopy(u)).(map[string]any)
+	pruning.Prune(pruned, c.structural, true)
+	defaulted, _ := json.Marshal(u)
+	after, _ := json.Marshal(pruned)
+	if !bytes.Equal(defaulted, after) {
+		t.Errorf("MetricAutoscaler %s: the API server would prune fields:\nwritten %s\nstored  %s", ma.Name, before, after)
+	}
+	errs := apiservervalidation.ValidateCustomResource(nil, pruned, c.schema)
+	celErrs, _ := c.cel.Validate(context.Background(), nil, c.structural, pruned, nil, celconfig.RuntimeCELCostBudget)
+	if all := append(errs, celErrs...); len(all) > 0 {
+		t.Errorf("MetricAutoscaler %s: the API server would refuse it: %v", ma.Name, all.ToAggregate())
+	}
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// normalize turns whole float64s into int64, as the API server's JSON
+// decoding does.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x)
+		}
+	}
+	return v
+}
+
+// checkAdapterConfig fails t unless the adapter loads data with its own
+// config validation (as adapter check-config does) without a warning.
+func checkAdapterConfig(t *testing.T, data []byte) *config.Config {
+	t.Helper()
+	c, err := config.Parse(data, catalog.Factories())
+	if err != nil {
+		t.Fatalf("the adapter refuses the config: %v\n%s", err, data)
+	}
+	if w := c.Warnings(map[string]func(string, json.RawMessage) []string{prometheus.Type: prometheus.Warnings}); len(w) > 0 {
+		t.Errorf("adapter check-config warns: %v", w)
+	}
+	return c
+}
+
+func TestHPAFixtures(t *testing.T) {
+	t.Parallel()
+	crd := loadCRD(t)
+	tests := []struct {
+		file    string
+		wantErr string // a substring of the error, naming the field
+		check   func(t *testing.T, mas []*v1alpha1.MetricAutoscaler)
+	}{
+		{file: "v2-external.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			ma := mas[0]
+			if ma.Annotations["owner"] != "team-queue" || ma.Annotations[convert.AnnotationFrom] != "HorizontalPodAutoscaler/workers" {
+				t.Errorf("annotations %v: want owner kept and the source named", ma.Annotations)
+			}
+			if _, ok := ma.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+				t.Error("kubectl's last applied configuration (of the HPA) was copied")
+			}
+			if ma.Labels["app"] != "workers" || ma.UID != "" || ma.ResourceVersion != "" {
+				t.Errorf("labels %v uid %q resourceVersion %q: want the labels and no server fields", ma.Labels, ma.UID, ma.ResourceVersion)
+			}
+		}},
+		{file: "v1-cpu.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			m := mas[0].Spec.Metrics
+			if len(m) != 1 || m[0].Resource == nil || m[0].Resource.Name != "cpu" || *m[0].Resource.Target.AverageUtilization != 65 {
+				t.Errorf("metrics %+v: want cpu at 65%%", m)
+			}
+		}},
+		{file: "v1-default-cpu.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			m := mas[0].Spec.Metrics
+			if len(m) != 1 || *m[0].Resource.Target.AverageUtilization != 80 {
+				t.Errorf("metrics %+v: want v1's default, cpu at 80%%", m)
+			}
+		}},
+		{file: "v1-annotations.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			s := mas[0].Spec
+			var types []string
+			for _, m := range s.Metrics {
+				types = append(types, string(m.Type))
+			}
+			if got := strings.Join(types, ","); got != "External,Pods,Object,Resource" {
+				t.Errorf("metric types %s: want the annotation's metrics, then cpu (the API server's order)", got)
+			}
+			if s.Metrics[2].Object.Target.Type != "Value" || s.Metrics[2].Object.Target.Value.String() != "200" {
+				t.Errorf("object target %+v: want Value 200", s.Metrics[2].Object.Target)
+			}
+			if s.Behavior == nil || *s.Behavior.ScaleUp.SelectPolicy != "Min" || *s.Behavior.ScaleUp.StabilizationWindowSeconds != 30 {
+				t.Errorf("behavior %+v: want the annotation's", s.Behavior)
+			}
+			for k := range mas[0].Annotations {
+				if strings.HasPrefix(k, "autoscaling.alpha.kubernetes.io/") {
+					t.Errorf("annotation %s copied", k)
+				}
+			}
+		}},
+		{file: "v2beta2.yaml"},
+		{file: "v2beta1.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			m := mas[0].Spec.Metrics
+			if *m[0].Resource.Target.AverageUtilization != 50 || m[1].External.Target.Type != "Value" || m[2].ContainerResource.Container != "app" {
+				t.Errorf("metrics %+v: want cpu 50%%, external Value, memory of container app", m)
+			}
+		}},
+		{file: "list.yaml", check: func(t *testing.T, mas []*v1alpha1.MetricAutoscaler) {
+			if len(mas) != 2 || mas[0].Name != "a" || mas[1].Name != "b" || *mas[1].Spec.MinReplicas != 2 {
+				t.Errorf("got %d MetricAutoscalers: want a and b, from a List and a typed list", len(mas))
+			}
+		}},
+		{file: "bad-unknown-field.yaml", wantErr: `unknown field "spec.metricz"`},
+		{file: "bad-max.yaml", wantErr: "spec.maxReplicas: must be greater than or equal to `minReplicas`"},
+		{file: "bad-min0-cpu.yaml", wantErr: "spec.metrics: must specify at least one Object or External metric"},
+		{file: "bad-v1-annotation.yaml", wantErr: "metadata.annotations[autoscaling.alpha.kubernetes.io/metrics]"},
+		{file: "bad-kind.yaml", wantErr: `kind "Deployment" is not HorizontalPodAutoscaler`},
+		{file: "bad-version.yaml", wantErr: `apiVersion "autoscaling/v3"`},
+		{file: "bad-policy.yaml", wantErr: "spec.behavior.scaleUp.policies[0].value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			var mas []*v1alpha1.MetricAutoscaler
+			var err error
+			for _, o := range readFixture(t, "hpa/"+tt.file) {
+				hpa, derr := convert.DecodeHPA(o)
+				if derr != nil {
+					err = derr
+					break
+				}
+				ma, ferr := convert.FromHPA(hpa, convert.HPAOptions{})
+				if ferr != nil {
+					err = ferr
+					break
+				}
+				mas = append(mas, ma)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ma := range mas {
+				crd.check(t, ma)
+			}
+			if tt.check != nil {
+				tt.check(t, mas)
+			}
+			var buf bytes.Buffer
+			if err := convert.WriteMetricAutoscalers(&buf, nil, mas); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "hpa/"+strings.TrimSuffix(tt.file, ".yaml")+".golden.yaml", buf.Bytes())
+		})
+	}
+}
+
+// TestHPASpecFieldForField: a v2 HPA's spec comes out unchanged, every
+// field, whatever the fixture sets.
+func TestHPASpecFieldForField(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"v2-external.yaml", "v2beta2.yaml"} {
+		for _, o := range readFixture(t, "hpa/"+file) {
+			hpa, err := convert.DecodeHPA(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ma, err := convert.FromHPA(hpa, convert.HPAOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ma.Spec.HPASpec(); !reflect.DeepEqual(got, hpa.Spec) {
+				t.Errorf("%s: spec changed:\n got %+v\nwant %+v", file, got, hpa.Spec)
+			}
+			if ma.Spec.Paused || ma.Spec.DryRun || ma.Spec.SyncPeriod != nil || ma.Spec.Fallback != nil || ma.Spec.ScaleToZero != nil {
+				t.Errorf("%s: MetricAutoscaler-only fields set: %+v", file, ma.Spec)
+			}
+		}
+	}
+}
+
+func TestKEDAFixtures(t *testing.T) {
+	t.Parallel()
+	crd := loadCRD(t)
+	tests := []struct {
+		file    string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, res convert.KEDAResult, cfg *config.Config)
+	}{
+		{file: "rabbitmq-amqp.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			s := res.MetricAutoscalers[0].Spec
+			if *s.MinReplicas != 0 || s.MaxReplicas != 100 || s.SyncPeriod.Duration.String() != "15s" {
+				t.Errorf("min %d max %d syncPeriod %s: want KEDA's defaults 0 and 100, and 15s (the shorter of pollingInterval 30s and the HPA's 15s)", *s.MinReplicas, s.MaxReplicas, s.SyncPeriod.Duration)
+			}
+			if s.ScaleToZero == nil || s.ScaleToZero.CooldownPeriod.Duration.String() != "5m0s" || len(s.ScaleToZero.Activation) != 1 || s.ScaleToZero.Activation[0].Value.String() != "5" {
+				t.Errorf("scaleToZero %+v: want KEDA's cooldown 300s and the activation value 5", s.ScaleToZero)
+			}
+			wantIssue(t, res, "spec.triggers[0].metadata.host", "password in the URL is not copied")
+			if strings.Contains(dump(res.Adapter), "s3cret") {
+				t.Error("the password of the host URL is in the adapter config")
+			}
+		}},
+		{file: "rabbitmq-http.yaml", env: map[string]string{"RABBITMQ_MGMT": "http://billing@rabbitmq.shop.svc:15672/", "RABBITMQ_USER": "invoices"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			s := res.MetricAutoscalers[0].Spec
+			if s.ScaleToZero != nil || s.SyncPeriod.Duration.String() != "10s" {
+				t.Errorf("scaleToZero %+v syncPeriod %s: minReplicaCount 2 does not scale to zero; pollingInterval 10s", s.ScaleToZero, s.SyncPeriod.Duration)
+			}
+			if s.Metrics[1].External.Target.Type != "Value" {
+				t.Errorf("metricType Value became %s", s.Metrics[1].External.Target.Type)
+			}
+			if len(cfg.Providers) != 3 { // memory + one per broker and user
+				t.Errorf("%d providers, want memory and two rabbitmq ones (two hosts)", len(cfg.Providers))
+			}
+		}},
+		{file: "redis.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			if len(cfg.Providers) != 2 {
+				t.Errorf("%d providers: the two triggers reach the same server as the same user, want them to share one", len(cfg.Providers))
+			}
+			s := res.MetricAutoscalers[0].Spec
+			if s.Metrics[1].External.Target.AverageValue.String() != "5" {
+				t.Errorf("listLength default: got %s, want KEDA's 5", s.Metrics[1].External.Target.AverageValue)
+			}
+		}},
+		{file: "kafka.yaml"},
+		{file: "kafka-defaults.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			wantIssue(t, res, "allowIdleConsumers", "maxReplicas")
+			wantIssue(t, res, "scaleToZeroOnInvalidOffset", "lag of 1")
+			if v := res.MetricAutoscalers[0].Spec.Metrics[0].External.Target.AverageValue.String(); v != "10" {
+				t.Errorf("lagThreshold default %s, want KEDA's 10", v)
+			}
+		}},
+		{file: "postgresql.yaml", env: map[string]string{"PG_CONNECTION": "postgresql://keda@pg.bi.svc:5433/queues?sslmode=verify-full"}},
+		{file: "nats.yaml"},
+		{file: "prometheus.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			if len(res.MetricAutoscalers[0].Spec.Metrics) != 3 {
+				t.Errorf("want three metrics: two prometheus, one cpu")
+			}
+			wantIssue(t, res, "authModes", "bearer")
+		}},
+		{file: "cpu-memory.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if res.Adapter != nil {
+				t.Errorf("cpu and memory need no adapter config, got %+v", res.Adapter)
+			}
+			if len(res.Issues) != 0 {
+				t.Errorf("issues %v, want none", res.Issues)
+			}
+		}},
+		{file: "advanced.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			s := res.MetricAutoscalers[0].Spec
+			if !s.Paused || *s.MinReplicas != 0 || s.Fallback == nil || s.Fallback.Behavior != "currentReplicasIfHigher" || s.Behavior == nil || *s.Behavior.ScaleDown.StabilizationWindowSeconds != 120 {
+				t.Errorf("spec %+v: want paused, minReplicas 0 (idle 0), the fallback and behavior", s)
+			}
+			if s.ScaleToZero.CooldownPeriod.Duration.String() != "10m0s" || s.ScaleToZero.Activation[0].Value.String() != "3" {
+				t.Errorf("scaleToZero %+v: want cooldown 600s, activation 3", s.ScaleToZero)
+			}
+			wantIssue(t, res, "spec.idleReplicaCount", "minReplicas is 0")
+			wantIssue(t, res, "restoreToOriginalReplicaCount", "no equivalent")
+		}},
+		{file: "unsupported.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Name != "previews" {
+				t.Fatalf("converted %d: want only previews (uploads has an SQS trigger, combined a formula)", len(res.MetricAutoscalers))
+			}
+			wantFatal(t, res, "ScaledObject media/uploads", "spec.triggers[1].type")
+			wantFatal(t, res, "ScaledObject media/combined", "spec.advanced.scalingModifiers")
+			wantFatal(t, res, "ScaledJob media/batch", "")
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `"redis-auth"`)
+			if strings.Contains(dump(res.Adapter), "keda-media-uploads") {
+				t.Error("the adapter config serves a metric of a ScaledObject that did not convert")
+			}
+		}},
+		{file: "unresolved-env.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 0 {
+				t.Error("converted without a host")
+			}
+			wantFatal(t, res, "ScaledObject shop/env", "--env RABBIT_URL=VALUE")
+		}},
+		{file: "bad-no-target.yaml", wantErr: "spec.scaleTargetRef.name: required"},
+		{file: "bad-idle.yaml", wantErr: "spec.idleReplicaCount: 3 must be less than minReplicaCount (2)"},
+		{file: "bad-version.yaml", wantErr: `apiVersion "keda.k8s.io/v1alpha1"`},
+		{file: "bad-metadata-type.yaml", wantErr: "spec.triggers.metadata"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			res, err := convert.FromKEDA(readFixture(t, "keda/"+tt.file), convert.KEDAOptions{Env: tt.env})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ma := range res.MetricAutoscalers {
+				crd.check(t, ma)
+			}
+			var lines []string
+			for _, i := range res.Issues {
+				lines = append(lines, i.String())
+			}
+			var buf bytes.Buffer
+			if err := convert.WriteMetricAutoscalers(&buf, lines, res.MetricAutoscalers); err != nil {
+				t.Fatal(err)
+			}
+			name := strings.TrimSuffix(tt.file, ".yaml")
+			golden(t, "keda/"+name+".golden.yaml", buf.Bytes())
+			var cfg *config.Config
+			if res.Adapter != nil {
+				merged, err := convert.MergeAdapterConfig(nil, res.Adapter)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg = checkAdapterConfig(t, merged)
+				golden(t, "keda/"+name+".adapter.golden.yaml", merged)
+				// every converted metric has its route to a provider serving it
+				for _, ma := range res.MetricAutoscalers {
+					for _, m := range ma.Spec.Metrics {
+						if m.External != nil && routeOf(cfg, m.External.Metric.Name) == "" {
+							t.Errorf("no route for %s", m.External.Metric.Name)
+						}
+					}
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, res, cfg)
+			}
+		})
+	}
+}
+
+func routeOf(c *config.Config, metric string) string {
+	for _, r := range c.Routes {
+		if r.Metric == metric {
+			return r.Provider
+		}
+	}
+	return ""
+}
+
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func wantIssue(t *testing.T, res convert.KEDAResult, field, reason string) {
+	t.Helper()
+	for _, i := range res.Issues {
+		if strings.Contains(i.Field, field) && strings.Contains(i.Reason, reason) {
+			return
+		}
+	}
+	t.Errorf("no issue at %s saying %q in %v", field, reason, res.Issues)
+}
+
+func wantFatal(t *testing.T, res convert.KEDAResult, object, field string) {
+	t.Helper()
+	for _, i := range res.Issues {
+		if i.Fatal && i.Object == object && (field == "" || strings.Contains(i.Field+" "+i.Reason, field)) {
+			return
+		}
+	}
+	t.Errorf("no not-converted issue for %s at %s in %v", object, field, res.Issues)
+}
