@@ -2,7 +2,6 @@ package convert_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -11,18 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
-	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1/crdtest"
 	"github.com/metricscale/metricscale/autoscaler/convert"
 	"github.com/metricscale/metricscale/providers/catalog"
 	"github.com/metricscale/metricscale/providers/prometheus"
@@ -62,39 +54,12 @@ func readFixture(t *testing.T, file string) []convert.Object {
 	return objs
 }
 
-// crd validates MetricAutoscalers as the API server does on create, from
-// manifests/autoscaler/crd.yaml: defaulting, pruning, schema, CEL rules.
-type crd struct {
-	structural *structuralschema.Structural
-	schema     apiservervalidation.SchemaValidator
-	cel        *cel.Validator
-}
-
 func loadCRD(t *testing.T) *crd {
 	t.Helper()
-	data, err := os.ReadFile("../../manifests/autoscaler/crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v1 apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(data, &v1); err != nil {
-		t.Fatal(err)
-	}
-	var internal apiextensions.CustomResourceDefinition
-	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&v1, &internal, nil); err != nil {
-		t.Fatal(err)
-	}
-	props := internal.Spec.Validation.OpenAPIV3Schema
-	structural, err := structuralschema.NewStructural(props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &crd{structural: structural, schema: sv, cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
+	return &crd{crdtest.Load(t, "../../manifests/autoscaler/crd.yaml")}
 }
+
+type crd struct{ *crdtest.Validator }
 
 // check fails t unless the API server would accept ma as written: no
 // field pruned (unknown to the schema), no schema or CEL error.
@@ -108,48 +73,15 @@ func (c *crd) check(t *testing.T, ma *v1alpha1.MetricAutoscaler) {
 	if err := yaml.Unmarshal(buf.Bytes(), &u); err != nil {
 		t.Fatal(err)
 	}
-	u = normalize(u).(map[string]any)
-	before, _ := json.Marshal(u)
-	defaulting.Default(u, c.structural)
-	pruned := normalize(deepCopy(u)).(map[string]any)
-	pruning.Prune(pruned, c.structural, true)
-	defaulted, _ := json.Marshal(u)
-	after, _ := json.Marshal(pruned)
-	if !bytes.Equal(defaulted, after) {
-		t.Errorf("MetricAutoscaler %s: the API server would prune fields:\nwritten %s\nstored  %s", ma.Name, before, after)
+	stored, pruned, errs := c.Admit(u)
+	if pruned {
+		written, _ := json.Marshal(u)
+		after, _ := json.Marshal(stored)
+		t.Errorf("MetricAutoscaler %s: the API server would prune fields:\nwritten %s\nstored  %s", ma.Name, written, after)
 	}
-	errs := apiservervalidation.ValidateCustomResource(nil, pruned, c.schema)
-	celErrs, _ := c.cel.Validate(context.Background(), nil, c.structural, pruned, nil, celconfig.RuntimeCELCostBudget)
-	if all := append(errs, celErrs...); len(all) > 0 {
-		t.Errorf("MetricAutoscaler %s: the API server would refuse it: %v", ma.Name, all.ToAggregate())
+	if len(errs) > 0 {
+		t.Errorf("MetricAutoscaler %s: the API server would refuse it: %v", ma.Name, errs.ToAggregate())
 	}
-}
-
-func deepCopy(m map[string]any) map[string]any {
-	b, _ := json.Marshal(m)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-// normalize turns whole float64s into int64, as the API server's JSON
-// decoding does.
-func normalize(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalize(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x)
-		}
-	}
-	return v
 }
 
 // checkAdapterConfig fails t unless the adapter loads data with its own

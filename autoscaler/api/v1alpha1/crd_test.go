@@ -1,112 +1,33 @@
 package v1alpha1_test
 
 import (
-	"context"
-	"encoding/json"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
-	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"sigs.k8s.io/yaml"
 
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1/crdtest"
 	"github.com/metricscale/metricscale/autoscaler/validation/validationtest"
 )
 
-// crdValidator validates MetricAutoscalers as the API server does on
-// create, from manifests/autoscaler/crd.yaml: defaulting, pruning, the
-// OpenAPI schema, then the CEL rules.
-type crdValidator struct {
-	structural *structuralschema.Structural
-	schema     apiservervalidation.SchemaValidator
-	cel        *cel.Validator
-}
-
 func loadCRD(t *testing.T) *crdValidator {
 	t.Helper()
-	data, err := os.ReadFile("../../../manifests/autoscaler/crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v1 apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(data, &v1); err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensions.CustomResourceDefinition
-	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&v1, &crd, nil); err != nil {
-		t.Fatal(err)
-	}
-	// The API server would refuse a CRD whose rules do not compile or
-	// cost too much.
-	crd.Status.StoredVersions = []string{crd.Spec.Versions[0].Name}
-	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), &crd); len(errs) > 0 {
-		t.Fatalf("the API server would reject the CRD: %v", errs.ToAggregate())
-	}
-	// One version: the internal form keeps its schema at the top level.
-	props := crd.Spec.Validation.OpenAPIV3Schema
-	structural, err := structuralschema.NewStructural(props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &crdValidator{structural: structural, schema: sv, cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
+	return &crdValidator{crdtest.Load(t, "../../../manifests/autoscaler/crd.yaml")}
 }
+
+// crdValidator validates a spec in a MetricAutoscaler as the API server
+// would on create.
+type crdValidator struct{ *crdtest.Validator }
 
 func (v *crdValidator) validate(t *testing.T, spec map[string]any) field.ErrorList {
 	t.Helper()
-	obj := map[string]any{
+	_, _, errs := v.Admit(map[string]any{
 		"apiVersion": "autoscaling.metricscale.dev/v1alpha1", "kind": "MetricAutoscaler",
 		"metadata": map[string]any{"name": "web", "namespace": "default"},
 		"spec":     spec,
-	}
-	// Through JSON, as a request body: numbers become int64 or float64.
-	data, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var u map[string]any
-	if err := json.Unmarshal(data, &u); err != nil {
-		t.Fatal(err)
-	}
-	normalizeNumbers(u)
-	defaulting.Default(u, v.structural)
-	pruning.Prune(u, v.structural, true)
-	errs := apiservervalidation.ValidateCustomResource(nil, u, v.schema)
-	celErrs, _ := v.cel.Validate(context.Background(), nil, v.structural, u, nil, celconfig.RuntimeCELCostBudget)
-	return append(errs, celErrs...)
-}
-
-// normalizeNumbers turns whole float64s into int64, as the API server's
-// JSON decoding does.
-func normalizeNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalizeNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalizeNumbers(e)
-		}
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x)
-		}
-	}
-	return v
+	})
+	return errs
 }
 
 var index = regexp.MustCompile(`\[\d+\]`)
