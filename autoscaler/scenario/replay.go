@@ -77,6 +77,16 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 				ma.Spec = *st.Autoscaler.MetricAutoscalerSpec.DeepCopy()
 			}
 		}
+		if ma != nil && st.Status != nil {
+			// What the recorded reconcile read replaces what the replay
+			// carried over.
+			ma.Status = *st.Status.DeepCopy()
+			hpa.Status = ma.HPA().Status
+			fallback = ma.Status.Fallback
+			if ma.Status.History != nil {
+				history = hist.FromStatus(ma.Status.History)
+			}
+		}
 		switch {
 		case st.Scale != nil:
 			scale = decision.Scale{Replicas: *st.Scale.Replicas, StatusReplicas: *st.Scale.Replicas, Selector: st.Scale.Selector}
