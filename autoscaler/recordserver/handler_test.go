@@ -107,10 +107,10 @@ func TestHandler(t *testing.T) {
 	leading := true
 	cases := []struct {
 		name, path, method, token string
-		notLeading                 bool
-		wantCode                   int
-		wantIn                     string
-		wantSteps                  int
+		notLeading                bool
+		wantCode                  int
+		wantIn                    string
+		wantSteps                 int
 	}{
 		{name: "no credentials", path: Path("shop", "workers"), wantCode: 401, wantIn: "authentication required"},
 		{name: "anonymous", path: Path("shop", "workers"), token: "anonymous", wantCode: 401},
