@@ -1,5 +1,6 @@
 // Command autoscaler is metricscale's autoscaler controller; `autoscaler
-// simulate` replays a scenario through the same decision core.
+// simulate` replays a scenario through the same decision core, and
+// `autoscaler record` fetches a live object's recent reconciles as one.
 package main
 
 import (
@@ -20,6 +21,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "simulate" {
 		os.Exit(simulate(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "record" {
+		os.Exit(recordCommand(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
 	}
 
 	opts := app.NewOptions()
