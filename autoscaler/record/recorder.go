@@ -293,12 +293,11 @@ func (r *Recorder) trim(t *tape, now time.Time) {
 		t.steps = t.steps[:0]
 		return
 	}
+	// Steps are not changed once added (an export reads them unlocked):
+	// the new first step's input is the seed moved forward.
 	for _, s := range t.steps[1 : drop+1] {
 		s.delta.apply(&t.seed)
 	}
-	// The new first step's input is restored from the seed: it is given
-	// explicitly, whatever the step before it left.
-	t.steps[drop].explicit = true
 	n := copy(t.steps, t.steps[drop:])
 	clear(t.steps[n:])
 	t.steps = t.steps[:n]

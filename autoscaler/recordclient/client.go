@@ -176,6 +176,23 @@ func PodOf(identity string) string {
 	return identitySuffix.ReplaceAllString(identity, "")
 }
 
+// leaderPod is the pod of the autoscaler the leader Lease names.
+func leaderPod(ctx context.Context, kube kubernetes.Interface, o Options) (string, error) {
+	lease, err := kube.CoordinationV1().Leases(o.LeaseNamespace).Get(ctx, o.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("finding the leader in Lease %s/%s: %w (or pass --server)", o.LeaseNamespace, o.LeaseName, err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return "", fmt.Errorf("Lease %s/%s has no holder: no autoscaler leads now", o.LeaseNamespace, o.LeaseName)
+	}
+	identity := *lease.Spec.HolderIdentity
+	pod := PodOf(identity)
+	if _, err := kube.CoreV1().Pods(o.LeaseNamespace).Get(ctx, pod, metav1.GetOptions{}); err != nil {
+		return "", fmt.Errorf("the leader %q is not a pod in namespace %s (%w): an autoscaler outside the cluster is reached with --server", identity, o.LeaseNamespace, err)
+	}
+	return pod, nil
+}
+
 // forwardToLeader opens a port-forward to the leader's pod and returns the
 // local address, and how to close it.
 func forwardToLeader(ctx context.Context, cfg *rest.Config, o Options) (string, func(), error) {
@@ -183,17 +200,9 @@ func forwardToLeader(ctx context.Context, cfg *rest.Config, o Options) (string, 
 	if err != nil {
 		return "", nil, err
 	}
-	lease, err := kube.CoordinationV1().Leases(o.LeaseNamespace).Get(ctx, o.LeaseName, metav1.GetOptions{})
+	pod, err := leaderPod(ctx, kube, o)
 	if err != nil {
-		return "", nil, fmt.Errorf("finding the leader in Lease %s/%s: %w (or pass --server)", o.LeaseNamespace, o.LeaseName, err)
-	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-		return "", nil, fmt.Errorf("Lease %s/%s has no holder: no autoscaler leads now", o.LeaseNamespace, o.LeaseName)
-	}
-	identity := *lease.Spec.HolderIdentity
-	pod := PodOf(identity)
-	if _, err := kube.CoreV1().Pods(o.LeaseNamespace).Get(ctx, pod, metav1.GetOptions{}); err != nil {
-		return "", nil, fmt.Errorf("the leader %q is not a pod in namespace %s (%w): an autoscaler outside the cluster is reached with --server", identity, o.LeaseNamespace, err)
+		return "", nil, err
 	}
 	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {

@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/metricscale/metricscale/autoscaler/record"
@@ -115,6 +120,43 @@ func TestGet(t *testing.T) {
 			}
 			if len(rec.Recorded) != 1 || rec.Recorded[0].Replicas != 3 || rec.Recorded[0].Rule != tc.wantLast {
 				t.Errorf("recording %+v (last %q), want one step of 3 replicas and last %q", rec.Recorded, rec.Recorded[0].Rule, tc.wantLast)
+			}
+		})
+	}
+}
+
+func TestLeaderPod(t *testing.T) {
+	t.Parallel()
+	o := Options{LeaseNamespace: "metricscale", LeaseName: "metricscale-autoscaler"}
+	lease := func(holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "metricscale", Name: "metricscale-autoscaler"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "metricscale", Name: "metricscale-autoscaler-5c9-abcde"}}
+	cases := []struct {
+		name    string
+		objects []runtime.Object
+		want    string
+		wantErr string
+	}{
+		{name: "no lease", wantErr: "or pass --server"},
+		{name: "no holder", objects: []runtime.Object{lease("")}, wantErr: "no autoscaler leads now"},
+		{name: "outside the cluster", objects: []runtime.Object{lease("laptop_4242")}, wantErr: `the leader "laptop_4242" is not a pod`},
+		{name: "default identity", objects: []runtime.Object{lease("metricscale-autoscaler-5c9-abcde_1"), pod}, want: "metricscale-autoscaler-5c9-abcde"},
+		{name: "pod name identity", objects: []runtime.Object{lease("metricscale-autoscaler-5c9-abcde"), pod}, want: "metricscale-autoscaler-5c9-abcde"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := leaderPod(context.Background(), fake.NewClientset(tc.objects...), o)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("leaderPod = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}
