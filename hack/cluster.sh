@@ -58,6 +58,7 @@ METRICS_SERVER_PORT=4443
 ADAPTER_PORT=6444
 PUSH_PORT=6445
 AUTOSCALER_PORT=6446
+AUTOSCALER_RECORD_PORT=6449
 PROMETHEUS_PORT=9090
 EXPORTER_PORT=9105
 
@@ -739,7 +740,7 @@ cmd_up() {
   phase_begin "check ports, write PKI and kubeconfigs"
   local ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT" "$METRICS_SERVER_PORT")
   [[ $with_adapter == true ]] && ports+=("$ADAPTER_PORT" "$PUSH_PORT")
-  [[ $with_autoscaler == true ]] && ports+=("$AUTOSCALER_PORT")
+  [[ $with_autoscaler == true ]] && ports+=("$AUTOSCALER_PORT" "$AUTOSCALER_RECORD_PORT")
   [[ $PROMETHEUS == true ]] && ports+=("$PROMETHEUS_PORT" "$EXPORTER_PORT")
   check_ports "${ports[@]}"
   "$BIN/clusterutil" pki -dir "$PKI" || die "writing the PKI to $PKI failed"
@@ -964,12 +965,18 @@ start_autoscaler() {
     die "the MetricAutoscaler CRD did not become Established"
   local kc
   kc=$(serviceaccount_kubeconfig metricscale metricscale-autoscaler manifests/autoscaler/rbac.yaml "$dir")
+  # Recording (autoscaler record): its delegated authentication and RBAC, as manifests/record.
+  "${KC[@]}" apply -f "$REPO_ROOT/manifests/record/rbac.yaml" >>"$LOGS/metricscale-autoscaler-rbac.log" 2>&1 ||
+    die "applying manifests/record/rbac.yaml failed (see $LOGS/metricscale-autoscaler-rbac.log)"
   local extra=()
   # Without kube-controller-manager's HPA controller, ours reconciles the native HPAs too.
   [[ $HPA_CONTROLLER == false ]] && extra+=(--hpa-objects --hpa-sync-period="$HPA_SYNC_PERIOD")
+  # --record serves recordings on 127.0.0.1:$AUTOSCALER_RECORD_PORT, with a certificate kept in
+  # $dir (record.crt is its own CA: autoscaler record --certificate-authority).
   start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" \
     --kubeconfig="$kc" --bind-address="127.0.0.1:$AUTOSCALER_PORT" \
-    --leader-elect=true --leader-elect-namespace=metricscale --profiling "${extra[@]}" -v=2
+    --leader-elect=true --leader-elect-namespace=metricscale --profiling "${extra[@]}" \
+    --record --secure-bind-address="127.0.0.1:$AUTOSCALER_RECORD_PORT" --cert-dir="$dir" -v=2
   wait_healthy metricscale-autoscaler 60 healthy health metricscale-autoscaler
 }
 
@@ -1132,6 +1139,9 @@ cmd_env() {
   fi
   if alive metricscale-autoscaler; then
     echo "export METRICSCALE_AUTOSCALER_METRICS=$(sq "http://127.0.0.1:$AUTOSCALER_PORT/metrics")"
+    # autoscaler record --server "$METRICSCALE_RECORD_SERVER" --certificate-authority "$METRICSCALE_RECORD_CA"
+    echo "export METRICSCALE_RECORD_SERVER=$(sq "https://127.0.0.1:$AUTOSCALER_RECORD_PORT")"
+    echo "export METRICSCALE_RECORD_CA=$(sq "$DIR/autoscaler/record.crt")"
   fi
   # Also while Prometheus is stopped by stop-prometheus: that outage is meant to be seen.
   if alive prometheus || paused prometheus; then

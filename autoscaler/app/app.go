@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,8 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/controller"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
+	mrecord "github.com/metricscale/metricscale/autoscaler/record"
+	"github.com/metricscale/metricscale/autoscaler/recordserver"
 )
 
 // The kube-controller-manager feature gates the decisions read, with
@@ -87,6 +90,13 @@ type Options struct {
 	// Gates holds the HPA gates and the logging ones.
 	Gates   featuregate.MutableFeatureGate
 	Logging *logsapi.LoggingConfiguration
+	// Record keeps the inputs and decisions of the last reconciles of
+	// every MetricAutoscaler, bounded by RecordOptions, and serves them
+	// over HTTPS on RecordServer (delegated authentication and
+	// authorization) for `autoscaler record`.
+	Record        bool
+	RecordOptions mrecord.Options
+	RecordServer  recordserver.Options
 }
 
 // NewOptions returns kube-controller-manager's defaults where they apply.
@@ -112,6 +122,8 @@ func NewOptions() *Options {
 		DownscaleWindow: d.DownscaleStabilizationWindow,
 		Gates:           gates,
 		Logging:         logsapi.NewLoggingConfiguration(),
+		RecordOptions:   mrecord.DefaultOptions(),
+		RecordServer:    recordserver.Options{BindAddress: "0.0.0.0:8443"},
 	}
 }
 
@@ -140,6 +152,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DownscaleWindow, "horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleWindow, "window of past recommendations a scale-down is held against")
 	o.Gates.AddFlag(fs)
 	logsapi.AddFlags(o.Logging, fs)
+	fs.BoolVar(&o.Record, "record", o.Record, "keep the inputs and decisions of the last reconciles of every MetricAutoscaler (bounded by --record-max-steps and --record-max-age) and serve them on --secure-bind-address, for `autoscaler record`")
+	fs.IntVar(&o.RecordOptions.MaxSteps, "record-max-steps", o.RecordOptions.MaxSteps, "reconciles kept per MetricAutoscaler with --record (about 0.6 KB each for one External metric)")
+	fs.DurationVar(&o.RecordOptions.MaxAge, "record-max-age", o.RecordOptions.MaxAge, "with --record, reconciles older than this are dropped (0: only --record-max-steps bounds them)")
+	fs.StringVar(&o.RecordServer.BindAddress, "secure-bind-address", o.RecordServer.BindAddress, "with --record, address (IP:port) of the HTTPS server of recordings, whose callers the API server authenticates (TokenReview, client certificates) and authorizes (get metricautoscalers/record)")
+	fs.StringVar(&o.RecordServer.CertFile, "tls-cert-file", o.RecordServer.CertFile, "serving certificate of --secure-bind-address; a self-signed one is generated without it")
+	fs.StringVar(&o.RecordServer.KeyFile, "tls-private-key-file", o.RecordServer.KeyFile, "key of --tls-cert-file")
+	fs.StringVar(&o.RecordServer.CertDir, "cert-dir", o.RecordServer.CertDir, "where the self-signed certificate is generated and kept (record.crt, record.key); in memory when empty")
 }
 
 // Settings are the decision settings the options give.
@@ -176,6 +195,15 @@ func (o *Options) Validate() error {
 	}
 	if le.LeaderElect && le.ResourceLock != resourcelock.LeasesResourceLock {
 		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %s, got %q", resourcelock.LeasesResourceLock, le.ResourceLock))
+	}
+	if o.RecordOptions.MaxSteps < 1 {
+		errs = append(errs, fmt.Errorf("--record-max-steps must be at least 1, got %d", o.RecordOptions.MaxSteps))
+	}
+	if o.RecordOptions.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("--record-max-age must not be negative, got %s", o.RecordOptions.MaxAge))
+	}
+	if (o.RecordServer.CertFile == "") != (o.RecordServer.KeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
 	}
 	if err := logsapi.ValidateAndApply(o.Logging, o.Gates); err != nil {
 		errs = append(errs, err)
@@ -238,8 +266,13 @@ func Run(ctx context.Context, o *Options) error {
 	if o.HPAObjects {
 		inf.HPAs = kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 	}
+	var tapes *mrecord.Recorder
+	if o.Record {
+		tapes = mrecord.New(o.RecordOptions)
+	}
 	ctrl, err := controller.New(controller.Config{
 		Settings: o.Settings(), Workers: o.Workers, HPASyncPeriod: o.HPASyncPeriod, HistorySyncInterval: o.HistorySync,
+		Recorder: tapes,
 	}, controller.Clients{Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, inf, recorder, clock.RealClock{})
 	if err != nil {
 		return err
@@ -269,6 +302,19 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer srv.Close()
+	lead := &leadership{self: o.Identity}
+	if !le.LeaderElect {
+		lead.started()
+	}
+	if tapes != nil {
+		rs := o.RecordServer
+		rs.Kubeconfig = o.Kubeconfig
+		h := &recordserver.Handler{Recorder: tapes, Leader: lead.get, Identity: o.Identity, Now: time.Now}
+		if err := rs.Serve(ctx, h); err != nil {
+			return err
+		}
+		logger.Info("Recording reconciles", "maxSteps", o.RecordOptions.MaxSteps, "maxAge", o.RecordOptions.MaxAge, "secureBindAddress", rs.BindAddress)
+	}
 
 	if !le.LeaderElect {
 		return ctrl.Run(ctx)
@@ -285,9 +331,14 @@ func Run(ctx context.Context, o *Options) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Became leader", "identity", o.Identity)
+				lead.started()
 				runErr <- ctrl.Run(ctx)
 			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", o.Identity) },
+			OnStoppedLeading: func() {
+				lead.stopped()
+				logger.Info("Stopped leading", "identity", o.Identity)
+			},
+			OnNewLeader: lead.observed,
 		},
 	})
 	select {
@@ -303,6 +354,41 @@ func Run(ctx context.Context, o *Options) error {
 		return errors.New("lost leadership")
 	}
 	return nil
+}
+
+// leadership is what the record server says of who leads.
+type leadership struct {
+	self    string
+	mu      sync.Mutex
+	leading bool
+	leader  string
+}
+
+func (l *leadership) started() {
+	l.mu.Lock()
+	l.leading, l.leader = true, l.self
+	l.mu.Unlock()
+}
+
+func (l *leadership) stopped() {
+	l.mu.Lock()
+	l.leading = false
+	if l.leader == l.self {
+		l.leader = ""
+	}
+	l.mu.Unlock()
+}
+
+func (l *leadership) observed(identity string) {
+	l.mu.Lock()
+	l.leader = identity
+	l.mu.Unlock()
+}
+
+func (l *leadership) get() (bool, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading, l.leader
 }
 
 func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper) (metricsource.Source, error) {

@@ -106,3 +106,56 @@ func TestProfiling(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordFlags: recording is off by default and its flags set the
+// recorder's bounds and the HTTPS server.
+func TestRecordFlags(t *testing.T) {
+	t.Parallel()
+	o := NewOptions()
+	if o.Record {
+		t.Fatal("recording is on by default")
+	}
+	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--record", "--record-max-steps=10", "--record-max-age=5m", "--secure-bind-address=127.0.0.1:6447", "--cert-dir=/tmp/certs"}); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Record || o.RecordOptions.MaxSteps != 10 || o.RecordOptions.MaxAge != 5*time.Minute || o.RecordServer.BindAddress != "127.0.0.1:6447" || o.RecordServer.CertDir != "/tmp/certs" {
+		t.Errorf("record options %v %+v %+v", o.Record, o.RecordOptions, o.RecordServer)
+	}
+	for _, tc := range []struct {
+		set  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.RecordOptions.MaxSteps = 0 }, "--record-max-steps"},
+		{func(o *Options) { o.RecordOptions.MaxAge = -time.Second }, "--record-max-age"},
+		{func(o *Options) { o.RecordServer.CertFile = "tls.crt" }, "--tls-private-key-file"},
+	} {
+		o := NewOptions()
+		tc.set(o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate: %v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+func TestLeadership(t *testing.T) {
+	t.Parallel()
+	l := &leadership{self: "a_1"}
+	if leading, leader := l.get(); leading || leader != "" {
+		t.Errorf("before any election: %v %q", leading, leader)
+	}
+	l.observed("b_1")
+	if leading, leader := l.get(); leading || leader != "b_1" {
+		t.Errorf("standby: %v %q, want false b_1", leading, leader)
+	}
+	l.started()
+	l.observed("a_1")
+	if leading, leader := l.get(); !leading || leader != "a_1" {
+		t.Errorf("leading: %v %q", leading, leader)
+	}
+	l.stopped()
+	if leading, _ := l.get(); leading {
+		t.Error("still leading after it stopped")
+	}
+}

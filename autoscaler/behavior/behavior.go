@@ -74,6 +74,15 @@ type Limit struct {
 	Replicas int32
 	Reason   string
 	Message  string
+
+	// What the explanation of a decision shows; no decision reads them.
+	// Bound is the limit a rate rule set (the scale-up cap, or a policy's
+	// bound) and Policy the index in the rules' policies of the policy that
+	// set it (-1 when none did: no policies, or selectPolicy Disabled).
+	// Window is the stabilization window that applied.
+	Bound  int32
+	Policy int
+	Window time.Duration
 }
 
 // Stabilize applies the downscale stabilization of an autoscaler without
@@ -103,16 +112,16 @@ func ClampWithoutBehavior(current, desired, minReplicas, maxReplicas int32, upst
 		maxAllowed, reason, message = upLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
 	}
 	if desired < minReplicas {
-		return Limit{minReplicas, "TooFewReplicas", "the desired replica count is less than the minimum replica count"}
+		return Limit{Replicas: minReplicas, Reason: "TooFewReplicas", Message: "the desired replica count is less than the minimum replica count", Bound: minReplicas, Policy: -1}
 	}
 	if desired > maxAllowed {
-		return Limit{maxAllowed, reason, message}
+		return Limit{Replicas: maxAllowed, Reason: reason, Message: message, Bound: upLimit, Policy: -1}
 	}
 	return withinRange(desired)
 }
 
 func withinRange(replicas int32) Limit {
-	return Limit{replicas, "DesiredWithinRange", "the desired count is within the acceptable range"}
+	return Limit{Replicas: replicas, Reason: "DesiredWithinRange", Message: "the desired count is within the acceptable range", Policy: -1}
 }
 
 // Rules are an autoscaler's defaulted behavior for one reconcile.
@@ -146,8 +155,9 @@ func windowOf(r *autoscalingv2.HPAScalingRules, fallback time.Duration) time.Dur
 // says which way it held the count back.
 func (h *History) StabilizeWithBehavior(r Rules, current, desired int32, downscaleWindow time.Duration, now Clock) Limit {
 	t := now()
-	upCutoff := t.Add(-windowOf(r.ScaleUp, downscaleWindow))
-	downCutoff := t.Add(-windowOf(r.ScaleDown, downscaleWindow))
+	upWindow, downWindow := windowOf(r.ScaleUp, downscaleWindow), windowOf(r.ScaleDown, downscaleWindow)
+	upCutoff := t.Add(-upWindow)
+	downCutoff := t.Add(-downWindow)
 	up, down := desired, desired
 	foundOld, oldIndex := false, 0
 	for i, rec := range h.Recommendations {
@@ -170,9 +180,9 @@ func (h *History) StabilizeWithBehavior(r Rules, current, desired int32, downsca
 	}
 	h.record(desired, oldIndex, foundOld, now)
 	if desired >= current {
-		return Limit{stabilized, "ScaleUpStabilized", "recent recommendations were lower than current one, applying the lowest recent recommendation"}
+		return Limit{Replicas: stabilized, Reason: "ScaleUpStabilized", Message: "recent recommendations were lower than current one, applying the lowest recent recommendation", Policy: -1, Window: upWindow}
 	}
-	return Limit{stabilized, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation"}
+	return Limit{Replicas: stabilized, Reason: "ScaleDownStabilized", Message: "recent recommendations were higher than current one, applying the highest recent recommendation", Policy: -1, Window: downWindow}
 }
 
 // LimitByRate bounds desired by min/max and by the policies of the
@@ -180,29 +190,35 @@ func (h *History) StabilizeWithBehavior(r Rules, current, desired int32, downsca
 func (h *History) LimitByRate(r Rules, current, desired int32, now Clock) Limit {
 	switch {
 	case desired > current:
-		upLimit := h.scaleUpLimit(current, r.ScaleUp, r.UpstreamArithmetic, now)
+		upLimit, policy := h.scaleUpLimit(current, r.ScaleUp, r.UpstreamArithmetic, now)
 		if upLimit < current {
 			// No further scale-up until past events leave their periods.
 			upLimit = current
 		}
 		maxAllowed, reason, message := r.Max, "TooManyReplicas", "the desired replica count is more than the maximum replica count"
+		bound := maxAllowed
 		if maxAllowed > upLimit {
-			maxAllowed, reason, message = upLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
+			maxAllowed, reason, message, bound = upLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate", upLimit
+		} else {
+			policy = -1
 		}
 		if desired > maxAllowed {
-			return Limit{maxAllowed, reason, message}
+			return Limit{Replicas: maxAllowed, Reason: reason, Message: message, Bound: bound, Policy: policy}
 		}
 	case desired < current:
-		downLimit := h.scaleDownLimit(current, r.ScaleDown, r.UpstreamArithmetic, now)
+		downLimit, policy := h.scaleDownLimit(current, r.ScaleDown, r.UpstreamArithmetic, now)
 		if downLimit > current {
 			downLimit = current
 		}
 		minAllowed, reason, message := r.Min, "TooFewReplicas", "the desired replica count is less than the minimum replica count"
+		bound := minAllowed
 		if minAllowed < downLimit {
-			minAllowed, reason, message = downLimit, "ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate"
+			minAllowed, reason, message, bound = downLimit, "ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate", downLimit
+		} else {
+			policy = -1
 		}
 		if desired < minAllowed {
-			return Limit{minAllowed, reason, message}
+			return Limit{Replicas: minAllowed, Reason: reason, Message: message, Bound: bound, Policy: policy}
 		}
 	}
 	return withinRange(desired)
@@ -232,19 +248,20 @@ func (h *History) periodStart(current, periodSeconds int32, upstream bool, now C
 	return int64(current) - added + removed
 }
 
-func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) int32 {
+func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) (int32, int) {
 	var result int32
 	var pick func(a, b int32) int32
 	switch *rules.SelectPolicy {
 	case autoscalingv2.DisabledPolicySelect:
-		return current
+		return current, -1
 	case autoscalingv2.MinChangePolicySelect:
 		result, pick = math.MaxInt32, minInt32
 	default:
 		result, pick = math.MinInt32, maxInt32
 	}
 	var proposed int32
-	for _, p := range rules.Policies {
+	chosen := -1
+	for i, p := range rules.Policies {
 		start := h.periodStart(current, p.PeriodSeconds, upstream, now)
 		switch p.Type {
 		case autoscalingv2.PodsScalingPolicy:
@@ -257,24 +274,27 @@ func (h *History) scaleUpLimit(current int32, rules *autoscalingv2.HPAScalingRul
 			// Rounded up, or a small target could never grow.
 			proposed = arith.ToInt32(math.Ceil(float64(start)*(1+float64(p.Value)/100)), upstream)
 		}
-		result = pick(result, proposed)
+		if next := pick(result, proposed); next != result || chosen < 0 {
+			result, chosen = next, i
+		}
 	}
-	return result
+	return result, chosen
 }
 
-func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) int32 {
+func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingRules, upstream bool, now Clock) (int32, int) {
 	var result int32
 	var pick func(a, b int32) int32
 	switch *rules.SelectPolicy {
 	case autoscalingv2.DisabledPolicySelect:
-		return current
+		return current, -1
 	case autoscalingv2.MinChangePolicySelect:
 		result, pick = math.MinInt32, maxInt32
 	default:
 		result, pick = math.MaxInt32, minInt32
 	}
 	var proposed int32
-	for _, p := range rules.Policies {
+	chosen := -1
+	for i, p := range rules.Policies {
 		start := h.periodStart(current, p.PeriodSeconds, upstream, now)
 		switch p.Type {
 		case autoscalingv2.PodsScalingPolicy:
@@ -286,9 +306,11 @@ func (h *History) scaleDownLimit(current int32, rules *autoscalingv2.HPAScalingR
 		case autoscalingv2.PercentScalingPolicy:
 			proposed = arith.ToInt32(math.Trunc(float64(start)*(1-float64(p.Value)/100)), upstream)
 		}
-		result = pick(result, proposed)
+		if next := pick(result, proposed); next != result || chosen < 0 {
+			result, chosen = next, i
+		}
 	}
-	return result
+	return result, chosen
 }
 
 func minInt32(a, b int32) int32 { return min(a, b) }

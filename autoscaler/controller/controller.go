@@ -41,6 +41,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/history"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
+	mrecord "github.com/metricscale/metricscale/autoscaler/record"
 )
 
 const (
@@ -58,6 +59,9 @@ type Config struct {
 	// HistorySyncInterval bounds how stale the history kept in a status
 	// may get when nothing else in the status changes.
 	HistorySyncInterval time.Duration
+	// Recorder keeps the inputs and decisions of MetricAutoscalers'
+	// reconciles (--record); nil records nothing.
+	Recorder *mrecord.Recorder
 }
 
 // Clients are what the controller talks to.
@@ -149,6 +153,9 @@ func (c *Controller) handler(kind string) cache.ResourceEventHandler {
 			c.mu.Lock()
 			delete(c.memory, k)
 			c.mu.Unlock()
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && kind == kindMA {
+				c.cfg.Recorder.Forget(ns, name)
+			}
 		},
 	}
 }
@@ -265,15 +272,18 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	// Scale to zero is always on for MetricAutoscalers.
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
+	rec := c.cfg.Recorder.Begin(ma)
 	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
+		rec.Input(in) // last: the recording takes the input as the core gets it
 	})
 	c.report(ma, res.Events)
 
 	now := c.clock.Now()
 	m := c.remember(key, ma.UID, res.History)
 	status := maStatus(ma, res, history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
+	rec.Done(res, &status)
 	sameVisible := apiequality.Semantic.DeepEqual(withoutHistory(ma.Status), withoutHistory(status))
 	sameHistory := apiequality.Semantic.DeepEqual(ma.Status.History, status.History)
 	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {

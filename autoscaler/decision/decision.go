@@ -111,6 +111,8 @@ type Event struct {
 type MetricResult struct {
 	Proposal int32
 	Err      error
+	// Why is how the calculation made the proposal (for explanations).
+	Why replicas.Trace
 }
 
 // Plan is the first half of a reconcile: whether to rescale, and to what.
@@ -123,6 +125,8 @@ type Plan struct {
 	Reason          string
 	// Metrics has one entry per spec metric when metrics were computed.
 	Metrics []MetricResult
+	// Explain is how the decision was reached.
+	Explain Explanation
 
 	hpa       *autoscalingv2.HorizontalPodAutoscaler
 	original  *autoscalingv2.HorizontalPodAutoscalerStatus
@@ -160,6 +164,7 @@ type Result struct {
 	History       behavior.History
 	Events        []Event
 	Metrics       []MetricResult
+	Explain       Explanation
 	// Fallback is the status.fallback to store (nil without spec.fallback).
 	Fallback *v1alpha1.FallbackStatus
 	// ScaleToZero is the status.scaleToZero to store (nil without
@@ -192,16 +197,19 @@ func Decide(ctx context.Context, in Input) *Plan {
 		CurrentReplicas: in.Scale.Replicas,
 		fallback:        carryFallback(in),
 		scaleToZero:     carryScaleToZero(in),
+		Explain:         Explanation{Current: in.Scale.Replicas, Winner: -1, Desired: in.Scale.Replicas},
 	}
 	ref := hpa.Spec.ScaleTargetRef
 	reference := fmt.Sprintf("%s/%s/%s", ref.Kind, hpa.Namespace, ref.Name)
 
 	if _, err := schema.ParseGroupVersion(ref.APIVersion); err != nil {
+		p.Explain.Skipped = SkipScaleUnreadable
 		p.failGetScale(err)
 		p.err = fmt.Errorf("invalid API version in scale target reference: %w", err)
 		return p
 	}
 	if in.ScaleErr != nil {
+		p.Explain.Skipped = SkipScaleUnreadable
 		p.failGetScale(in.ScaleErr)
 		p.err = fmt.Errorf("failed to query scale subresource for %s: %w", reference, in.ScaleErr)
 		return p
@@ -229,6 +237,7 @@ func Decide(ctx context.Context, in Input) *Plan {
 		// A target scaled to zero by someone else is left alone (with
 		// spec.scaleToZero, zero is a state the autoscaler manages).
 		compute, rescale = false, false
+		p.Explain.Skipped = SkipAtZero
 		p.setCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
 		if !p.gates.ScaleToZero {
 			p.removeCondition(autoscalingv2.ScaledToZero)
@@ -236,9 +245,11 @@ func Decide(ctx context.Context, in Input) *Plan {
 	case current > hpa.Spec.MaxReplicas:
 		p.Reason = "Current number of replicas above Spec.MaxReplicas"
 		desired, compute = hpa.Spec.MaxReplicas, false
+		p.Explain.Skipped = SkipAboveMax
 	case current < p.minimum:
 		p.Reason = "Current number of replicas below Spec.MinReplicas"
 		desired, compute = p.minimum, false
+		p.Explain.Skipped = SkipBelowMin
 	}
 
 	if compute {
@@ -249,7 +260,9 @@ func Decide(ctx context.Context, in Input) *Plan {
 			proposal, metricName = fbProposal, fbName
 		}
 		p.observeActivation(in, current, inFallback)
+		p.Explain.Proposal, p.Explain.Fallback = max(proposal, 0), inFallback
 		if err != nil && proposal == -1 {
+			p.Explain.Blocked = p.Metrics != nil
 			p.setStatus(current, hpa.Status.DesiredReplicas, false)
 			p.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", err.Error())
 			p.err = fmt.Errorf("failed to compute desired number of replicas based on listed metrics for %s: %w", reference, err)
@@ -272,16 +285,22 @@ func Decide(ctx context.Context, in Input) *Plan {
 		if inFallback && desired != current {
 			p.Reason = fallbackReason(metricName)
 		}
-		desired = p.activationProposal(current, desired)
+		if d := p.activationProposal(current, desired); d != desired {
+			desired, p.Explain.Activation = d, true
+		}
+		p.Explain.Behavior = hpa.Spec.Behavior != nil
 		if hpa.Spec.Behavior == nil {
 			desired = p.normalize(current, desired, in.Settings.DownscaleStabilizationWindow)
 		} else {
 			desired = p.normalizeWithBehavior(current, desired, in.Settings.DownscaleStabilizationWindow)
 		}
-		desired = p.activationSize(current, desired)
+		if d := p.activationSize(current, desired); d != desired {
+			desired, p.Explain.Activation = d, true
+		}
 		// Coming back from zero honours a minReplicas raised meanwhile.
 		if current == 0 && p.minimum != 0 && scaledToZero && desired < p.minimum {
 			desired = p.minimum
+			p.Explain.MinRaised = true
 			if p.Reason == "" {
 				p.Reason = "Current number of replicas below Spec.MinReplicas"
 			}
@@ -293,13 +312,14 @@ func Decide(ctx context.Context, in Input) *Plan {
 	if !rescale {
 		p.DesiredReplicas = current
 	}
+	p.Explain.Desired = p.DesiredReplicas
 	return p
 }
 
 // Finish completes the reconcile with the outcome of the scale write
 // (nil when none was asked for or it succeeded).
 func (p *Plan) Finish(writeErr error) Result {
-	res := Result{Replicas: p.CurrentReplicas, Reason: p.Reason, Err: p.err, Metrics: p.Metrics}
+	res := Result{Replicas: p.CurrentReplicas, Reason: p.Reason, Err: p.err, Metrics: p.Metrics, Explain: p.Explain}
 	if !p.done {
 		switch {
 		case !p.Rescale:
@@ -342,7 +362,7 @@ func (p *Plan) FinishDryRun() Result {
 	p.event(corev1.EventTypeNormal, "DryRunRescale", fmt.Sprintf("New size: %d (dry run, not written); reason: %s", p.DesiredReplicas, p.Reason))
 	p.setStatus(p.CurrentReplicas, p.DesiredReplicas, false)
 	p.done = true
-	return p.complete(Result{Replicas: p.CurrentReplicas, Reason: p.Reason, Err: p.err, Metrics: p.Metrics})
+	return p.complete(Result{Replicas: p.CurrentReplicas, Reason: p.Reason, Err: p.err, Metrics: p.Metrics, Explain: p.Explain})
 }
 
 func (p *Plan) complete(res Result) Result {
@@ -368,6 +388,7 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 	hpa := p.hpa
 	selector, err := p.parseSelector(in.Scale.Selector)
 	if err != nil {
+		p.Explain.Skipped = SkipNoSelector
 		return -1, "", err
 	}
 	calc := &replicas.Calculator{
@@ -389,6 +410,7 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 	var (
 		best        int32
 		bestName    string
+		bestIndex   = -1
 		invalid     int
 		firstErr    error
 		firstReason string
@@ -406,9 +428,9 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 			invalid++
 			continue
 		}
-		p.Metrics[i] = MetricResult{Proposal: proposal}
+		p.Metrics[i] = MetricResult{Proposal: proposal, Why: calc.Trace()}
 		if best == 0 || proposal > best {
-			best, bestName = proposal, name
+			best, bestName, bestIndex = proposal, name, i
 		}
 	}
 	if firstErr != nil {
@@ -419,6 +441,7 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 		return -1, "", firstErr
 	}
 	p.setCondition(autoscalingv2.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", "the HPA was able to successfully calculate a replica count from "+bestName)
+	p.Explain.Winner = bestIndex
 	return best, bestName, firstErr
 }
 
@@ -625,6 +648,8 @@ func (p *Plan) normalize(current, desired int32, window time.Duration) int32 {
 	p.setStabilized(stabilized, desired, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
 	lim := behavior.ClampWithoutBehavior(current, stabilized, p.minimum, p.hpa.Spec.MaxReplicas, p.upstream)
 	p.setLimited(lim, stabilized)
+	p.Explain.Stabilized, p.Explain.Limit = stabilized, lim
+	p.Explain.Stabilization = behavior.Limit{Replicas: stabilized, Reason: "ScaleDownStabilized", Policy: -1, Window: window}
 	return lim.Replicas
 }
 
@@ -642,6 +667,7 @@ func (p *Plan) normalizeWithBehavior(current, desired int32, window time.Duratio
 	p.setStabilized(st.Replicas, desired, st.Reason, st.Message)
 	lim := p.history.LimitByRate(rules, current, st.Replicas, p.clock)
 	p.setLimited(lim, st.Replicas)
+	p.Explain.Stabilized, p.Explain.Stabilization, p.Explain.Limit = st.Replicas, st, lim
 	return lim.Replicas
 }
 

@@ -38,6 +38,10 @@ func FromStatus(h *v1alpha1.History) behavior.History {
 // ToStatus keeps what the next decisions can still use: the
 // recommendations within the longest stabilization window and the scale
 // events within the longest policy period of their direction.
+//
+// The windows and periods are those of the spec as the core defaults it: a
+// behavior without scaleUp still has the default scale-up policies, whose
+// events must be kept.
 func ToStatus(h behavior.History, spec *autoscalingv2.HorizontalPodAutoscalerSpec, downscaleWindow time.Duration, now time.Time) *v1alpha1.History {
 	window, upPeriod, downPeriod := downscaleWindow, time.Duration(0), time.Duration(0)
 	if spec.Behavior != nil {

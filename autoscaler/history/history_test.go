@@ -9,6 +9,62 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 )
 
+// TestToStatusKeepsWhatTheDefaultedSpecUses: a behavior that gives only one
+// direction still has the other direction's default rules (scale-up: Pods 4
+// and Percent 100 per 15s; scale-down: the controller's 5m window), so the
+// saved history keeps what those rules read after a restart.
+func TestToStatusKeepsWhatTheDefaultedSpecUses(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	zero, period := int32(0), int32(60)
+	h := behavior.History{
+		Recommendations: []behavior.Recommendation{{Replicas: 9, Timestamp: now.Add(-2 * time.Minute)}, {Replicas: 3, Timestamp: now.Add(-time.Second)}},
+		ScaleUpEvents:   []behavior.ScaleEvent{{Change: 4, Timestamp: now.Add(-10 * time.Second)}},
+		ScaleDownEvents: []behavior.ScaleEvent{{Change: 1, Timestamp: now.Add(-30 * time.Second)}},
+	}
+	cases := []struct {
+		name             string
+		b                *autoscalingv2.HorizontalPodAutoscalerBehavior
+		wantRecs, wantUp int
+		wantDown         int
+	}{
+		{
+			// Only scaleDown: the default scale-up policies (15s) keep the
+			// scale-up event of 10s ago.
+			name: "scaleDown only", b: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: &zero, Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: period}}}},
+			wantRecs: 1, wantUp: 1, wantDown: 1,
+		},
+		{
+			// Only scaleUp: the scale-down rules take the controller's 5m
+			// window, which still holds the 9 of 2m ago, and the default
+			// Percent 100 per 15s, past which the event of 30s ago is.
+			name: "scaleUp only", b: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: &zero, Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: period}}}},
+			wantRecs: 2, wantUp: 1, wantDown: 0,
+		},
+		{
+			// No behavior: the 5m window, and no policy events at all.
+			name: "no behavior", wantRecs: 2, wantUp: 0, wantDown: 0,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := &autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: tc.b}
+			before := spec.DeepCopy()
+			got := ToStatus(h, spec, 5*time.Minute, now)
+			if len(got.Recommendations) != tc.wantRecs || len(got.ScaleUpEvents) != tc.wantUp || len(got.ScaleDownEvents) != tc.wantDown {
+				t.Errorf("kept %d recommendations, %d up and %d down events; want %d, %d, %d",
+					len(got.Recommendations), len(got.ScaleUpEvents), len(got.ScaleDownEvents), tc.wantRecs, tc.wantUp, tc.wantDown)
+			}
+			if (before.Behavior == nil) != (spec.Behavior == nil) || (before.Behavior != nil && (before.Behavior.ScaleUp == nil) != (spec.Behavior.ScaleUp == nil)) {
+				t.Errorf("ToStatus changed the spec it was given")
+			}
+		})
+	}
+}
+
 func TestToStatusKeepsEventsWithinPolicyPeriods(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)

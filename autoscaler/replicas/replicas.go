@@ -74,6 +74,7 @@ type Calculator struct {
 	UpstreamArithmetic bool
 
 	listed   bool
+	trace    Trace
 	states   []podState
 	values   []int64 // each pod's sample, valid where it has one
 	requests []int64
@@ -201,6 +202,7 @@ func isRunningAndReady(pod *corev1.Pod) bool {
 // metric with a Utilization target. It returns the proposal, the current
 // utilization (percent of request) and the raw average usage (milli-units).
 func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, targetUtilization int32, resource corev1.ResourceName, tol Tolerances, container string) (int32, int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: int64(targetUtilization)}
 	info, _, err := c.Source.ResourceMetric(ctx, resource, c.Namespace, c.Selector, container)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("unable to get metrics for resource %s: %w", resource, err)
@@ -233,12 +235,15 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 	utilization := c.utilization(usage.value(up), requested.value(up))
 	raw := usage.div(int64(g.ready), up)
 	ratio := float64(utilization) / float64(targetUtilization)
+	c.traceGroups(g, int64(utilization), ratio)
 
 	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
 	if !scaleUpWithUnready && g.missing == 0 {
 		if tol.Within(ratio) {
+			c.trace.Rule = RuleTolerance
 			return currentReplicas, utilization, raw, nil
 		}
+		c.trace.Rule = RuleRatio
 		return c.count(math.Ceil(ratio * float64(g.ready))), utilization, raw, nil
 	}
 
@@ -278,6 +283,7 @@ func (c *Calculator) ResourceUtilization(ctx context.Context, currentReplicas, t
 // and unready pods filled in: no change when that lands inside the
 // tolerance or flips the direction of the scale.
 func (c *Calculator) rebalanced(currentReplicas int32, ratio, newRatio float64, entries int, tol Tolerances) int32 {
+	c.trace.NewRatio, c.trace.Counted, c.trace.Rule = newRatio, entries, RuleRebalancedHold
 	if tol.Within(newRatio) || (ratio < 1.0 && newRatio > 1.0) || (ratio > 1.0 && newRatio < 1.0) {
 		return currentReplicas
 	}
@@ -285,12 +291,22 @@ func (c *Calculator) rebalanced(currentReplicas int32, ratio, newRatio float64, 
 	if (newRatio < 1.0 && proposal > currentReplicas) || (newRatio > 1.0 && proposal < currentReplicas) {
 		return currentReplicas
 	}
+	c.trace.Rule = RuleRebalanced
 	return proposal
+}
+
+// traceGroups notes the pod grouping and the first ratio of a pod-based
+// calculation.
+func (c *Calculator) traceGroups(g grouping, usage int64, ratio float64) {
+	c.trace.Ready, c.trace.Unready, c.trace.Missing = g.ready, g.unready, g.missing
+	c.trace.Ignored = len(c.Pods) - g.ready - g.unready - g.missing
+	c.trace.Usage, c.trace.Ratio = usage, ratio
 }
 
 // ResourceAverageValue proposes replicas for a Resource or ContainerResource
 // metric with an AverageValue target (milli-units per pod).
 func (c *Calculator) ResourceAverageValue(ctx context.Context, currentReplicas int32, targetUsage int64, resource corev1.ResourceName, tol Tolerances, container string) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetUsage}
 	info, _, err := c.Source.ResourceMetric(ctx, resource, c.Namespace, c.Selector, container)
 	if err != nil {
 		return 0, 0, fmt.Errorf("unable to get metrics for resource %s: %w", resource, err)
@@ -300,6 +316,7 @@ func (c *Calculator) ResourceAverageValue(ctx context.Context, currentReplicas i
 
 // PodsAverageValue proposes replicas for a Pods metric.
 func (c *Calculator) PodsAverageValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, metricSelector labels.Selector) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetUsage}
 	info, _, err := c.Source.PodsMetric(ctx, metricName, c.Namespace, c.Selector, metricSelector)
 	if err != nil {
 		return 0, 0, fmt.Errorf("unable to get metric %s: %w", metricName, err)
@@ -322,12 +339,15 @@ func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int
 	up := c.UpstreamArithmetic
 	usage := g.kept.div(int64(g.entries), up)
 	ratio := float64(usage) / float64(targetUsage)
+	c.traceGroups(g, usage, ratio)
 
 	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
 	if !scaleUpWithUnready && g.missing == 0 {
 		if tol.Within(ratio) {
+			c.trace.Rule = RuleTolerance
 			return currentReplicas, usage, nil
 		}
+		c.trace.Rule = RuleRatio
 		return c.count(math.Ceil(ratio * float64(g.ready))), usage, nil
 	}
 
@@ -352,10 +372,12 @@ func (c *Calculator) plain(info metricsource.PodMetricsInfo, currentReplicas int
 
 // ObjectValue proposes replicas for an Object metric with a Value target.
 func (c *Calculator) ObjectValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, ref *autoscalingv2.CrossVersionObjectReference, metricSelector labels.Selector) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetUsage}
 	usage, _, err := c.Source.ObjectMetric(ctx, metricName, c.Namespace, ref, metricSelector)
 	if err != nil {
 		return 0, 0, fmt.Errorf("unable to get metric %s: %w on %s %s/%s", metricName, err, ref.Kind, c.Namespace, ref.Name)
 	}
+	c.trace.Usage = usage
 	proposal, err := c.usageRatioProposal(currentReplicas, float64(usage)/float64(targetUsage), tol)
 	return proposal, usage, err
 }
@@ -363,10 +385,13 @@ func (c *Calculator) ObjectValue(ctx context.Context, currentReplicas int32, tar
 // usageRatioProposal scales the ready pods by ratio. From zero replicas it
 // ignores pods and tolerance, so that a workload can come back from zero.
 func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, tol Tolerances) (int32, error) {
+	c.trace.Ratio = ratio
 	if currentReplicas == 0 {
+		c.trace.Rule = RuleFromZero
 		return c.count(math.Ceil(ratio)), nil
 	}
 	if tol.Within(ratio) {
+		c.trace.Rule = RuleTolerance
 		return currentReplicas, nil
 	}
 	if err := c.listPods(); err != nil {
@@ -381,6 +406,7 @@ func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, to
 			ready++
 		}
 	}
+	c.trace.Rule, c.trace.Ready = RuleRatio, ready
 	proposal := ratio * float64(ready)
 	if proposal > math.MaxInt32 {
 		return math.MaxInt32, nil
@@ -391,13 +417,16 @@ func (c *Calculator) usageRatioProposal(currentReplicas int32, ratio float64, to
 // ObjectAverageValue proposes replicas for an Object metric with an
 // AverageValue target: the object's value shared by the current pods.
 func (c *Calculator) ObjectAverageValue(ctx context.Context, statusReplicas int32, targetAverage int64, metricName string, tol Tolerances, ref *autoscalingv2.CrossVersionObjectReference, metricSelector labels.Selector) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetAverage}
 	usage, _, err := c.Source.ObjectMetric(ctx, metricName, c.Namespace, ref, metricSelector)
 	if err != nil {
 		return 0, 0, fmt.Errorf("unable to get metric %s: %w on %s %s/%s", metricName, err, ref.Kind, c.Namespace, ref.Name)
 	}
 	proposal := statusReplicas
 	ratio := float64(usage) / (float64(targetAverage) * float64(proposal))
+	c.trace.Usage, c.trace.Ratio, c.trace.Rule = usage, ratio, RuleTolerance
 	if !tol.Within(ratio) {
+		c.trace.Rule = RuleAverage
 		proposal = c.count(math.Ceil(float64(usage) / float64(targetAverage)))
 	}
 	return proposal, c.ceil64(float64(usage) / float64(statusReplicas)), nil
@@ -406,11 +435,13 @@ func (c *Calculator) ObjectAverageValue(ctx context.Context, statusReplicas int3
 // ExternalValue proposes replicas for an External metric with a Value
 // target: the matching series are summed (saturating at MaxInt64).
 func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, targetUsage int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetUsage}
 	values, err := c.external(ctx, metricName, metricSelector)
 	if err != nil {
 		return 0, 0, err
 	}
 	usage := c.sumExternal(values)
+	c.trace.Usage = usage
 	proposal, err := c.usageRatioProposal(currentReplicas, float64(usage)/float64(targetUsage), tol)
 	return proposal, usage, err
 }
@@ -418,6 +449,7 @@ func (c *Calculator) ExternalValue(ctx context.Context, currentReplicas int32, t
 // ExternalAverageValue proposes replicas for an External metric with an
 // AverageValue target: the summed series shared by the current pods.
 func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas int32, targetPerPod int64, metricName string, tol Tolerances, metricSelector *metav1.LabelSelector) (int32, int64, error) {
+	c.trace = Trace{Tolerance: tol, Target: targetPerPod}
 	values, err := c.external(ctx, metricName, metricSelector)
 	if err != nil {
 		return 0, 0, err
@@ -425,7 +457,9 @@ func (c *Calculator) ExternalAverageValue(ctx context.Context, statusReplicas in
 	usage := c.sumExternalPerPod(values)
 	proposal := statusReplicas
 	ratio := float64(usage) / (float64(targetPerPod) * float64(proposal))
+	c.trace.Usage, c.trace.Ratio, c.trace.Rule = usage, ratio, RuleTolerance
 	if !tol.Within(ratio) {
+		c.trace.Rule = RuleAverage
 		p := math.Ceil(float64(usage) / float64(targetPerPod))
 		if p > float64(math.MaxInt32) {
 			proposal = math.MaxInt32

@@ -13,6 +13,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/defaults"
 	hist "github.com/metricscale/metricscale/autoscaler/history"
 )
 
@@ -35,6 +36,12 @@ type StepResult struct {
 	Reason          string                     `json:"-"`
 	Spec            []autoscalingv2.MetricSpec `json:"-"`
 	Metrics         []decision.MetricResult    `json:"-"`
+	// Behavior is the defaulted spec.behavior and Explain how the step
+	// decided, for `simulate --explain`.
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"-"`
+	Explain  decision.Explanation                           `json:"-"`
+	// Explanation is set by `simulate --explain` only.
+	Explanation *Explained `json:"explanation,omitempty"`
 }
 
 var errScaleUpdate = errors.New("the server is currently unable to handle the request (put scale)")
@@ -72,6 +79,16 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			hpa.Spec = *st.Autoscaler.Spec.DeepCopy()
 			if ma != nil && st.Autoscaler.MetricAutoscalerSpec != nil {
 				ma.Spec = *st.Autoscaler.MetricAutoscalerSpec.DeepCopy()
+			}
+		}
+		if ma != nil && st.Status != nil {
+			// What the recorded reconcile read replaces what the replay
+			// carried over.
+			ma.Status = *st.Status.DeepCopy()
+			hpa.Status = ma.HPA().Status
+			fallback, zero = ma.Status.Fallback, ma.Status.ScaleToZero
+			if ma.Status.History != nil {
+				history = hist.FromStatus(ma.Status.History)
 			}
 		}
 		switch {
@@ -158,6 +175,8 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			Reason:          res.Reason,
 			Spec:            hpa.Spec.Metrics,
 			Metrics:         res.Metrics,
+			Behavior:        defaultedBehavior(&hpa.Spec),
+			Explain:         res.Explain,
 		}
 		if res.Err != nil {
 			r.Error = res.Err.Error()
@@ -165,6 +184,16 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// defaultedBehavior is spec.behavior as the decision core sees it.
+func defaultedBehavior(spec *autoscalingv2.HorizontalPodAutoscalerSpec) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	if spec.Behavior == nil {
+		return nil
+	}
+	c := spec.DeepCopy()
+	defaults.Spec(c)
+	return c.Behavior
 }
 
 func (w *world) scaleFails() bool {

@@ -63,6 +63,12 @@ type Step struct {
 	ExternalMetrics *[]ExternalMetric `json:"externalMetrics"`
 	Failures        *[]Failure        `json:"failures"`
 	Autoscaler      *Edit             `json:"autoscaler"`
+
+	// Status is the status a recorded MetricAutoscaler's reconcile read at
+	// this step, when it is not the one the step before wrote (a write
+	// that failed, a recording that resumes after a gap): the replay takes
+	// it, its history and fallback state included, instead of its own.
+	Status *v1alpha1.MetricAutoscalerStatus `json:"-"`
 }
 
 // Scale is the target's /scale at a step.
@@ -146,7 +152,7 @@ func Parse(data []byte) (*Scenario, error) {
 	if generic == nil {
 		return nil, errors.New("empty scenario")
 	}
-	ma, edits, err := takeMetricAutoscaler(generic)
+	ma, edits, statuses, err := takeMetricAutoscaler(generic)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +166,11 @@ func Parse(data []byte) (*Scenario, error) {
 		for i, spec := range edits {
 			if i < len(s.Steps) {
 				s.Steps[i].Autoscaler = &Edit{Spec: spec.HPASpec(), MetricAutoscalerSpec: spec}
+			}
+		}
+		for i, status := range statuses {
+			if i < len(s.Steps) {
+				s.Steps[i].Status = status
 			}
 		}
 	}

@@ -1,5 +1,6 @@
 // Command autoscaler is metricscale's autoscaler controller; `autoscaler
-// simulate` replays a scenario through the same decision core; `autoscaler
+// simulate` replays a scenario through the same decision core, `autoscaler
+// record` fetches a live object's recent reconciles as one, and `autoscaler
 // convert hpa|keda` turns HPAs and KEDA ScaledObjects into MetricAutoscalers.
 package main
 
@@ -19,14 +20,18 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "simulate" {
-		os.Exit(simulate(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "convert" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := convertCmd(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "simulate":
+			os.Exit(simulate(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		case "record":
+			os.Exit(recordCommand(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+		case "convert":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := convertCmd(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+			stop()
+			os.Exit(code)
+		}
 	}
 
 	opts := app.NewOptions()

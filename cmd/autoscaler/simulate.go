@@ -22,8 +22,9 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	output := fs.StringP("output", "o", "jsonl", "output format: jsonl or table")
 	upstream := fs.Bool("upstream-arithmetic", false, "replay kube-controller-manager's int32/int64 overflows and its reading of a negative External sum exactly, instead of saturating (docs/scenarios.md, Deviations from upstream)")
 	plotFile := fs.String("plot", "", "also draw the timeline (replicas, each metric against its target) as SVG into this file")
+	explain := fs.Bool("explain", false, "explain each step: every metric's proposal and how it was made, then the rules the largest went through (stabilization window, policies, min/max) and the one that produced the final count; with -o jsonl, as an \"explanation\" key")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table] [--plot FILE.svg] [--upstream-arithmetic]")
+		fmt.Fprintln(stderr, "Usage: autoscaler simulate -f SCENARIO [-o jsonl|table] [--explain] [--plot FILE.svg] [--upstream-arithmetic]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,11 +70,17 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return 1
 		}
 	}
-	if *output == "table" {
+	switch {
+	case *output == "table" && *explain:
+		err = scenario.WriteExplained(stdout, results)
+	case *output == "table":
 		err = scenario.WriteTable(stdout, results)
-	} else {
+	default:
 		enc := json.NewEncoder(stdout)
 		for i := range results {
+			if *explain {
+				results[i].Explanation = scenario.Explain(&results[i])
+			}
 			if err = enc.Encode(&results[i]); err != nil {
 				break
 			}

@@ -18,6 +18,7 @@ func TestSimulate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const deviation = "../../autoscaler/scenario/testdata/deviations/04-scale-up-policy-over-int32.yaml"
+	const policies = "../../autoscaler/scenario/testdata/examples/11-behavior-scale-up-policies.yaml"
 	cases := []struct {
 		name       string
 		args       []string
@@ -35,6 +36,10 @@ func TestSimulate(t *testing.T) {
 		{name: "upstream arithmetic", args: []string{"-f", deviation, "--upstream-arithmetic"}, wantOut: `{"at":"0s","replicas":2,"rescaled":false`},
 		{name: "malformed prints nothing on stdout", args: []string{"-f", "-"}, stdin: strings.Replace(string(example), "at: 2m", "at: later", 1),
 			wantCode: 1, wantNoOut: true, wantStderr: "steps[1].at"},
+		// The Pods 4 per 60s policy holds 2 → 20 at 6.
+		{name: "explain table", args: []string{"-f", policies, "-o", "table", "--explain"},
+			wantOut: "0s  replicas 2 → 6  [scale-up policy]\n    metric 0 External queue_messages_ready 100/10 (avg): proposes 20"},
+		{name: "explain jsonl", args: []string{"-f", policies, "--explain"}, wantOut: `"explanation":{"rule":"scale-up policy","metrics":[{"name":"External queue_messages_ready","proposal":20,"rule":"average"`},
 		{name: "missing file flag", args: nil, wantCode: 2, wantNoOut: true, wantStderr: "-f is required"},
 		{name: "bad output", args: []string{"-f", "-", "-o", "xml"}, wantCode: 2, wantNoOut: true, wantStderr: "-o must be"},
 	}

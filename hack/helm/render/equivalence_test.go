@@ -248,3 +248,43 @@ func TestMetricsAPIMatchesKustomize(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordMatchesKustomize: autoscaler.record.enabled (without the
+// adapter) renders the objects of `kustomize build manifests/record`: the
+// autoscaler with --record and its port, the delegation bindings, and the
+// metricscale-record and metricscale-record-portforward roles.
+func TestRecordMatchesKustomize(t *testing.T) {
+	t.Parallel()
+	kust, err := Kustomize(manifestsDir + "/record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Template(chartDir, Options{Set: []string{"adapter.enabled=false", "autoscaler.record.enabled=true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parse(t, "kustomize build manifests/record", kust)
+	got := parse(t, "chart", rendered)
+	for _, k := range []string{"ClusterRole//metricscale-record", "Role/metricscale/metricscale-record-portforward",
+		"ClusterRoleBinding//metricscale-autoscaler:system:auth-delegator", "RoleBinding/kube-system/metricscale-autoscaler-auth-reader"} {
+		if _, ok := want[k]; !ok {
+			t.Errorf("kustomize build manifests/record has no %s", k)
+		}
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		stripHelm(g)
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("only the chart renders %s", k)
+		}
+	}
+}
