@@ -197,3 +197,71 @@ func editSpec(t *testing.T, f *fixture, mutate func(*v1alpha1.MetricAutoscalerSp
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRecordReplaysScaleToZero records an autoscaler with spec.scaleToZero
+// from zero, through activation and the cooldown, back to zero, with the
+// status write of the activation lost: the next reconcile reads a status
+// without lastActiveTime, and so must the replay, or the cooldown would end
+// a second earlier there.
+func TestRecordReplaysScaleToZero(t *testing.T) {
+	t.Parallel()
+	ma := metricAutoscaler(func(m *v1alpha1.MetricAutoscaler) {
+		m.Spec.MinReplicas = ptr(int32(0))
+		m.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr(int32(0))}}
+		m.Spec.ScaleToZero = &v1alpha1.ScaleToZero{
+			CooldownPeriod: &metav1.Duration{Duration: 5 * time.Second},
+			Activation:     []v1alpha1.MetricActivation{{Metric: "queue_messages_ready", Value: resource.MustParse("5")}},
+		}
+	})
+	f := newFixture(t, ma, 0, 3)
+	rec := record.New(record.Options{MaxSteps: 100, MaxAge: time.Hour})
+	f.ctrl.cfg.Recorder = rec
+	var failStatus bool
+	f.dyn.PrependReactor("update", "metricautoscalers", func(a core.Action) (bool, runtime.Object, error) {
+		if failStatus && a.GetSubresource() == "status" {
+			return true, nil, errors.New("conflict")
+		}
+		return false, nil, nil
+	})
+	var observed []int32
+	step := func(after time.Duration, depth int64, lose bool) {
+		t.Helper()
+		f.clock.Step(after)
+		f.src.depth, failStatus = depth, lose
+		_, _ = f.ctrl.reconcile(context.Background(), kindMA+"/default/workers")
+		f.stored(t)
+		observed = append(observed, f.replicas)
+	}
+	step(0, 3, false)                     // 3 messages, activation 5: stays at zero
+	step(time.Second, 100, true)          // activated: 0 → 4; the status with lastActiveTime is lost
+	step(time.Second, 0, false)           // idle: one replica until the cooldown ends, counted from now
+	step(4500*time.Millisecond, 0, false) // 4.5s into the cooldown: still one
+	step(time.Second, 0, false)           // past it: zero
+
+	want := []int32{0, 4, 1, 1, 0}
+	if fmt.Sprint(observed) != fmt.Sprint(want) {
+		t.Fatalf("the controller went through %v, want %v", observed, want)
+	}
+	got, err := rec.Export("default", "workers", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := got.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Parse(data)
+	if err != nil {
+		t.Fatalf("the recording does not parse: %v\n%s", err, data)
+	}
+	replayed, err := scenario.Replay(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diffs := record.Compare(got.Recorded, replayed); len(diffs) > 0 {
+		t.Errorf("the replay differs from the recorded decisions:\n  %s\n%s", strings.Join(diffs, "\n  "), data)
+	}
+	if !strings.Contains(string(data), "[activation/cooldown]") {
+		t.Errorf("the recording's comments do not name the activation rule:\n%s", data)
+	}
+}
