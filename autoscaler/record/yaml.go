@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 
@@ -64,6 +65,20 @@ func (d Decision) Comment() string {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// Replay parses data (the recording's YAML, as written) as a scenario,
+// replays it and lists where the replay decided otherwise (Compare).
+func (r *Recording) Replay(ctx context.Context, data []byte) ([]string, error) {
+	s, err := scenario.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("the recording does not parse: %w", err)
+	}
+	got, err := scenario.Replay(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return Compare(r.Recorded, got), nil
+}
 
 // Compare lists, step by step, where a replay decided otherwise than the
 // recorded reconciles: the replicas, whether it rescaled, the current and

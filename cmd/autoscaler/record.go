@@ -14,7 +14,6 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/recordclient"
-	"github.com/metricscale/metricscale/autoscaler/scenario"
 )
 
 // recordCommand fetches a MetricAutoscaler's recording from the leading
@@ -102,7 +101,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "record: %s\n", summary)
 		return 0
 	}
-	diffs, err := replayDiffs(ctx, data, rec)
+	diffs, err := rec.Replay(ctx, data)
 	if err != nil {
 		fmt.Fprintf(stderr, "record: the recording does not replay: %v\n", err)
 		return 3
@@ -113,18 +112,6 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "record: %s; the replay makes every recorded decision\n", summary)
 	return 0
-}
-
-func replayDiffs(ctx context.Context, data []byte, rec *record.Recording) ([]string, error) {
-	s, err := scenario.Parse(data)
-	if err != nil {
-		return nil, err
-	}
-	got, err := scenario.Replay(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return record.Compare(rec.Recorded, got), nil
 }
 
 func rescales(ds []record.Decision) int {
