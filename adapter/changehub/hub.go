@@ -228,11 +228,11 @@ type Subscription struct {
 	done                  chan struct{} // closed by Close or the hub's Close
 	maxPending, maxSeries int
 
-	mu       sync.Mutex
-	closed   bool
-	resync   bool
-	pending  map[string]*pendingMetric
-	order    []*pendingMetric // in order of arrival
+	mu        sync.Mutex
+	closed    bool
+	resync    bool
+	pending   map[string]*pendingMetric
+	order     []*pendingMetric // in order of arrival
 	count     int              // pending entries: one per series, or one per "every series" metric
 	overflows int              // resyncs caused by this subscriber's limit
 }
