@@ -38,6 +38,8 @@ import (
 // reactions are fast again.
 func TestChangeFeed(t *testing.T) {
 	needAutoscaler(t)
+	testStart := time.Now()
+	disconnects := autoscalerCounter(t, "metricscale_autoscaler_change_feed_disconnects_total")
 	const (
 		syncPeriod = 15 * time.Second
 		trials     = 24
@@ -79,9 +81,9 @@ func TestChangeFeed(t *testing.T) {
 		t.Helper()
 		want := int32(depth / 10)
 		waitSettled(t, ns, "workers")
-		// A pause of 1–1.5s between trials: the feed queues an object at
+		// A pause of 1–2s between trials: the feed queues an object at
 		// most once a second (--change-feed-min-interval).
-		time.Sleep(time.Second + rand.N(500*time.Millisecond))
+		time.Sleep(time.Second + rand.N(time.Second))
 		start := time.Now()
 		pushDepth(t, queue, depth)
 		at := replicas.waitFor(t, start, syncPeriod+5*time.Second, fmt.Sprintf("spec.replicas %d", want), equals(strconv.Itoa(int(want))))
@@ -107,6 +109,32 @@ func TestChangeFeed(t *testing.T) {
 	}
 	if p99 > 2*time.Second {
 		t.Errorf("p99 %s, want ≤ 2s", round(p99))
+	}
+
+	// ---- 1b. nothing changes: heartbeats only, no reconcile the feed
+	// causes; and the feed's one request outlives the API server's request
+	// timeout (60s), as a watch does.
+	idle := max(65*time.Second-time.Since(testStart), 12*time.Second)
+	counters := func() [3]int {
+		return [3]int{
+			autoscalerCounter(t, `metricscale_autoscaler_change_feed_events_total{type="heartbeat"}`),
+			autoscalerCounter(t, `metricscale_autoscaler_change_feed_events_total{type="change"}`),
+			autoscalerCounter(t, `metricscale_autoscaler_change_feed_enqueues_total{reason="change"}`),
+		}
+	}
+	c0 := counters()
+	time.Sleep(idle)
+	c1 := counters()
+	t.Logf("idle %s: %d heartbeats, %d change events, %d reconciles queued by the feed",
+		round(idle), c1[0]-c0[0], c1[1]-c0[1], c1[2]-c0[2])
+	if n := c1[2] - c0[2]; n != 0 {
+		t.Errorf("the feed queued %d reconciles while nothing changed", n)
+	}
+	if c1[0] == c0[0] {
+		t.Errorf("no heartbeat in %s of silence", round(idle))
+	}
+	if n := autoscalerCounter(t, "metricscale_autoscaler_change_feed_disconnects_total") - disconnects; n != 0 {
+		t.Errorf("the feed's connection ended %d times during the test's first %s", n, round(time.Since(testStart)))
 	}
 
 	// ---- 2. the feed through a relay the test can cut. The metrics APIs
@@ -338,6 +366,26 @@ func waitFeedConnected(t *testing.T, want bool) {
 		}
 		return false, "no change_feed_connected gauge", nil
 	})
+}
+
+// autoscalerCounter reads a counter (the sample line's name and labels) from
+// the autoscaler's /metrics; 0 when absent.
+func autoscalerCounter(t *testing.T, sample string) int {
+	t.Helper()
+	body, err := httpGet(context.Background(), "http://127.0.0.1:6446/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return int(n)
+		}
+	}
+	return 0
 }
 
 // logCount counts the autoscaler log's lines that contain s.
