@@ -161,8 +161,11 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		err := fmt.Errorf("GET %s: %s: %s", c.url, resp.Status, strings.TrimSpace(string(msg)))
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
 			err = fmt.Errorf("%w (the autoscaler's identity needs get on the non-resource URL %s)", err, changefeed.Path)
+		case http.StatusNotFound:
+			err = fmt.Errorf("%w (the adapter serves no change feed: started with --change-feed=false, or older)", err)
 		}
 		return false, err
 	}
