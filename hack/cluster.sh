@@ -8,7 +8,8 @@
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
 #   hack/cluster.sh kubectl [--dir DIR] ARGS   # kubectl against the cluster
 #   hack/cluster.sh build                      # only build (or check) the cached binaries
-#   hack/cluster.sh restart-autoscaler         # stop (if running) and start the autoscaler again
+#   hack/cluster.sh restart-autoscaler [--change-feed-url URL|none]
+#                                              # stop (if running) and start the autoscaler again
 #   hack/cluster.sh stop-prometheus            # stop only Prometheus (an outage, for e2e tests)
 #   hack/cluster.sh start-prometheus           # start it again, with the same data
 #   hack/cluster.sh install-prometheus         # install Debian's prometheus package if missing
@@ -23,7 +24,9 @@
 # builds and runs the metricscale adapter and autoscaler from the working tree (the
 # autoscaler with --hpa-objects when kube-controller-manager runs without its HPA controller;
 # --separate-hpa-controller runs the HPA controller alone in a second kube-controller-manager,
-# with its own lease, so that its CPU and memory are the HPA controller's: for benchmarks).
+# with its own lease, so that its CPU and memory are the HPA controller's: for benchmarks; the
+# autoscaler subscribes to the adapter's change feed, https://127.0.0.1:6444/changes, unless
+# --change-feed-url names another URL, or none).
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -110,6 +113,7 @@ PROMETHEUS=true
 BACKENDS=true
 RUNNING_BACKENDS=()
 PURGE=false
+CHANGE_FEED_URL=""
 PASSTHROUGH=()
 EXPLICIT=" " # flags given on the command line, to compare with a running cluster
 
@@ -132,6 +136,7 @@ while [[ $# -gt 0 ]]; do
     --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
     --no-backends) BACKENDS=false; EXPLICIT+="no-backends "; shift ;;
     --purge) PURGE=true; shift ;;
+    --change-feed-url) need_value "$@"; CHANGE_FEED_URL=$2; shift 2 ;;
     -h | --help) CMD=help; shift ;;
     *) die "unknown argument: $arg (see hack/cluster.sh --help)" ;;
   esac
@@ -971,6 +976,11 @@ start_autoscaler() {
   local extra=()
   # Without kube-controller-manager's HPA controller, ours reconciles the native HPAs too.
   [[ $HPA_CONTROLLER == false ]] && extra+=(--hpa-objects --hpa-sync-period="$HPA_SYNC_PERIOD")
+  # The adapter's change feed, on its secure port, whose certificate the adapter generated
+  # (apiserver.crt holds it and its CA); the autoscaler's ServiceAccount token authenticates.
+  if [[ $CHANGE_FEED_URL != none ]]; then
+    extra+=(--change-feed-url="${CHANGE_FEED_URL:-https://127.0.0.1:$ADAPTER_PORT}" --change-feed-ca-file="$DIR/adapter/apiserver.crt")
+  fi
   # --record serves recordings on 127.0.0.1:$AUTOSCALER_RECORD_PORT, with a certificate kept in
   # $dir (record.crt is its own CA: autoscaler record --certificate-authority).
   start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" \

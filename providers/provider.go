@@ -195,6 +195,10 @@ type Deps struct {
 	// (--series-ttl, --max-age); a provider's options may override them.
 	SeriesTTL time.Duration
 	MaxAge    time.Duration
+	// Changes, if not nil, receives the changes of providers that know when
+	// a value changes (see Change); providers that only read on demand
+	// ignore it.
+	Changes ChangeSink
 }
 
 // Factory builds a provider instance named name from its raw options

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/metricscale/metricscale/adapter/changehub"
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/catalog"
@@ -49,6 +50,11 @@ type Options struct {
 	PushSelfIP       string
 	PushMaxInflight  int
 
+	// ChangeFeed serves the change feed (GET /changes on the secure port);
+	// ChangeFeedHeartbeat is its heartbeat interval.
+	ChangeFeed          bool
+	ChangeFeedHeartbeat time.Duration
+
 	// Prometheus holds prometheus-adapter's command-line flags, for a
 	// --config that is a prometheus-adapter rules file (the drop-in mode).
 	Prometheus prometheus.AdapterFlags
@@ -68,6 +74,8 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 		PushPort:            6445,
 		PushMaxBodyBytes:    push.DefaultMaxBodyBytes,
 		PushMaxInflight:     push.DefaultMaxInflight,
+		ChangeFeed:          true,
+		ChangeFeedHeartbeat: changehub.DefaultHeartbeat,
 	}
 	o.Name = "metricscale-adapter"
 	o.FlagSet = fs
@@ -100,6 +108,8 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&o.PushSelfIP, "push-self-ip", o.PushSelfIP, "this replica's IP, left out of --push-peers-dns (the pod IP)")
 	fs.Int64Var(&o.PushMaxBodyBytes, "push-max-body-bytes", o.PushMaxBodyBytes, "largest push body accepted")
 	fs.IntVar(&o.PushMaxInflight, "push-max-inflight", o.PushMaxInflight, "pushes handled at once; more get 429 with Retry-After")
+	fs.BoolVar(&o.ChangeFeed, "change-feed", o.ChangeFeed, "serve the change feed on the secure port (GET /changes: which pushed series changed, for the autoscaler's --change-feed-url), to clients authorized for the non-resource URL /changes")
+	fs.DurationVar(&o.ChangeFeedHeartbeat, "change-feed-heartbeat", o.ChangeFeedHeartbeat, "interval of the change feed's heartbeats while nothing changes, by which subscribers notice a dead connection")
 	p := &o.Prometheus
 	fs.StringVar(&p.PrometheusURL, "prometheus-url", p.PrometheusURL, "drop-in for prometheus-adapter: URL of Prometheus; --config is then a prometheus-adapter rules file served by one prometheus provider")
 	fs.BoolVar(&p.AuthInCluster, "prometheus-auth-incluster", p.AuthInCluster, "drop-in: authenticate to Prometheus with the in-cluster config")
@@ -127,6 +137,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConfigCheckInterval < 0 {
 		errs = append(errs, fmt.Errorf("--config-check-interval: must not be negative, got %s", o.ConfigCheckInterval))
+	}
+	if o.ChangeFeed && o.ChangeFeedHeartbeat < time.Second {
+		errs = append(errs, fmt.Errorf("--change-feed-heartbeat: must be at least 1s, got %s", o.ChangeFeedHeartbeat))
 	}
 	if o.DiscoveryInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-interval: must be positive, got %s", o.DiscoveryInterval))

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/metadata"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -18,6 +19,8 @@ import (
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
+	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/adapter/changehub"
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
@@ -63,12 +66,23 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	lister := objects.New(mdClient, mapper, cfg.SelectorGroupResources()...)
 
-	// The reloader owns the providers: it builds them, runs their loops,
-	// applies config changes and closes them.
-	rl := newReloader(o.ConfigFile, o.parseConfig, Factories(), providers.Deps{
+	// The change feed's hub: the providers that know when a value changes
+	// publish to it; GET /changes serves it.
+	var hub *changehub.Hub
+	deps := providers.Deps{
 		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},
 		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
-	})
+	}
+	if o.ChangeFeed {
+		hub = changehub.New(changehub.Options{})
+		defer hub.Close()
+		deps.Changes = hub
+		changehub.RegisterMetrics()
+	}
+
+	// The reloader owns the providers: it builds them, runs their loops,
+	// applies config changes and closes them.
+	rl := newReloader(o.ConfigFile, o.parseConfig, Factories(), deps)
 	registerReloadMetrics() // before init, which records the first config's hash
 	reg, err := rl.init(cfg, cfgData)
 	if err != nil {
@@ -107,6 +121,9 @@ func (o *Options) Run(ctx context.Context) error {
 	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
 		return buildChain(validateSelectors(apiHandler), c)
 	}
+	if hub != nil {
+		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)
+	}
 
 	server, err := o.Server()
 	if err != nil {
@@ -137,9 +154,22 @@ func (o *Options) Run(ctx context.Context) error {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
 	installProviderz(server.GenericAPIServer.Handler.NonGoRestfulMux, reg)
+	if hub != nil {
+		// Behind the server's authentication and authorization: the
+		// non-resource URL /changes, verb get.
+		server.GenericAPIServer.Handler.NonGoRestfulMux.Handle(changefeed.Path, &changehub.Handler{Hub: hub, Heartbeat: o.ChangeFeedHeartbeat})
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if hub != nil {
+		// End the feeds first: the server's shutdown waits for open
+		// requests, and a feed never ends by itself.
+		go func() {
+			<-ctx.Done()
+			hub.Close()
+		}()
+	}
 	lister.Start(ctx)
 	rl.lister = lister
 	rl.resourceServed = serveResourceMetrics
@@ -172,14 +202,14 @@ func (o *Options) Run(ctx context.Context) error {
 
 	pushErr := make(chan error, 1)
 	if o.pushEnabled() {
-		if err := o.startPush(ctx, reg, token, pushErr); err != nil {
+		if err := o.startPush(ctx, reg, hub, token, pushErr); err != nil {
 			return err
 		}
 	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- o.AdapterBase.Run(ctx) }()
-	klog.InfoS("Adapter started", "providers", len(reg.Instances()), "securePort", o.CustomMetricsAdapterServerOptions.SecureServing.BindPort, "push", o.pushEnabled())
+	klog.InfoS("Adapter started", "providers", len(reg.Instances()), "securePort", o.CustomMetricsAdapterServerOptions.SecureServing.BindPort, "push", o.pushEnabled(), "changeFeed", hub != nil)
 	select {
 	case err := <-serveErr:
 		return err
@@ -209,7 +239,7 @@ func providersReady(ctx context.Context, reg *registry.Registry) error {
 
 // startPush listens on the push address and serves until ctx is done;
 // serving errors go to errc.
-func (o *Options) startPush(ctx context.Context, reg *registry.Registry, token string, errc chan<- error) error {
+func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, errc chan<- error) error {
 	h, err := push.NewHandler(reg, token, o.PushMaxBodyBytes)
 	if err != nil {
 		return err
@@ -224,6 +254,12 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, token s
 		h.Forwarder = push.NewForwarder(&push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}, token, "http",
 			&http.Client{Timeout: 5 * time.Second})
 		klog.InfoS("Forwarding pushes to the other replicas", "peers", o.PushPeersDNS, "self", o.PushSelfIP)
+		if hub != nil {
+			// A push's changes reach the feed once the other replicas
+			// store it too: a subscriber reacting to a change may read the
+			// metric from any replica.
+			h.Hold = hub.Hold
+		}
 	}
 	ln := o.pushListener
 	if ln == nil {
@@ -268,4 +304,16 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, token s
 	}()
 	klog.InfoS("Push endpoint listening", "address", ln.Addr().String(), "tls", tlsOn)
 	return nil
+}
+
+// withChangeFeedLongRunning makes the change feed a long-running request, as
+// a watch is: no request timeout, and not counted against the in-flight
+// limit of short requests.
+func withChangeFeedLongRunning(inner apirequest.LongRunningRequestCheck) apirequest.LongRunningRequestCheck {
+	return func(r *http.Request, ri *apirequest.RequestInfo) bool {
+		if ri != nil && !ri.IsResourceRequest && ri.Path == changefeed.Path {
+			return true
+		}
+		return inner != nil && inner(r, ri)
+	}
 }

@@ -87,6 +87,8 @@ type Options struct {
 	CPUInitPeriod      time.Duration
 	ReadinessDelay     time.Duration
 	DownscaleWindow    time.Duration
+	// ChangeFeed is the adapter's change feed, off without a URL.
+	ChangeFeed ChangeFeedOptions
 	// Gates holds the HPA gates and the logging ones.
 	Gates   featuregate.MutableFeatureGate
 	Logging *logsapi.LoggingConfiguration
@@ -120,6 +122,7 @@ func NewOptions() *Options {
 		Identity:  host + "_" + fmt.Sprint(os.Getpid()),
 		Tolerance: d.Tolerance, CPUInitPeriod: d.CPUInitializationPeriod, ReadinessDelay: d.InitialReadinessDelay,
 		DownscaleWindow: d.DownscaleStabilizationWindow,
+		ChangeFeed:      ChangeFeedOptions{MinInterval: time.Second},
 		Gates:           gates,
 		Logging:         logsapi.NewLoggingConfiguration(),
 		RecordOptions:   mrecord.DefaultOptions(),
@@ -150,6 +153,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CPUInitPeriod, "horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitPeriod, "after pod start, when cpu samples may be skipped")
 	fs.DurationVar(&o.ReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", o.ReadinessDelay, "after pod start, when readiness changes count as the first readiness")
 	fs.DurationVar(&o.DownscaleWindow, "horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleWindow, "window of past recommendations a scale-down is held against")
+	o.ChangeFeed.AddFlags(fs)
 	o.Gates.AddFlag(fs)
 	logsapi.AddFlags(o.Logging, fs)
 	fs.BoolVar(&o.Record, "record", o.Record, "keep the inputs and decisions of the last reconciles of every MetricAutoscaler (bounded by --record-max-steps and --record-max-age) and serve them on --secure-bind-address, for `autoscaler record`")
@@ -204,6 +208,9 @@ func (o *Options) Validate() error {
 	}
 	if (o.RecordServer.CertFile == "") != (o.RecordServer.KeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
+	}
+	if err := o.ChangeFeed.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := logsapi.ValidateAndApply(o.Logging, o.Gates); err != nil {
 		errs = append(errs, err)
@@ -277,6 +284,23 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// The change feed runs with the controller (the leader only): it queues
+	// the objects whose metrics changed.
+	run := ctrl.Run
+	if o.ChangeFeed.URL != "" {
+		handler, err := ctrl.ChangeFeed(o.ChangeFeed.MinInterval)
+		if err != nil {
+			return err
+		}
+		feed, err := o.ChangeFeed.client(cfg)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context) error {
+			go feed.Run(ctx, handler)
+			return ctrl.Run(ctx)
+		}
+	}
 	// Standbys keep warm caches, so that a failover starts at once.
 	go inf.MetricAutoscalers.RunWithContext(ctx)
 	kubeInformers.Start(ctx.Done())
@@ -317,7 +341,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	if !le.LeaderElect {
-		return ctrl.Run(ctx)
+		return run(ctx)
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
@@ -332,7 +356,7 @@ func Run(ctx context.Context, o *Options) error {
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Became leader", "identity", o.Identity)
 				lead.started()
-				runErr <- ctrl.Run(ctx)
+				runErr <- run(ctx)
 			},
 			OnStoppedLeading: func() {
 				lead.stopped()

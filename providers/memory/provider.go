@@ -167,6 +167,7 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 	}
 	store.SetMaxBytes(maxBytes)
 	p := New(name, store, res, deps.Objects, clk, maxAge)
+	p.SetChanges(deps.Changes)
 	if o.MaxExternalItems > 0 {
 		p.maxExternalItems = o.MaxExternalItems
 	}
@@ -183,6 +184,9 @@ type Provider struct {
 	maxAge    time.Duration
 	// maxExternalItems bounds the items of one external answer.
 	maxExternalItems int
+	// changes, if not nil, hears of every series whose served value a
+	// push or an expiry changed.
+	changes providers.ChangeSink
 
 	mu   sync.Mutex
 	disc discovery
@@ -210,12 +214,45 @@ func (p *Provider) Name() string { return p.name }
 // Store returns the provider's store.
 func (p *Provider) Store() *Store { return p.store }
 
-// Append implements providers.Appender.
+// SetChanges makes the provider publish to sink every series whose served
+// value a push or an expiry changes (nil: none). Call it before use.
+func (p *Provider) SetChanges(sink providers.ChangeSink) { p.changes = sink }
+
+// Append implements providers.Appender. With a change sink, the series
+// whose served value the push changed are published once stored: new
+// series, new values, and values that were too old to be served; a push of
+// the values already stored publishes nothing.
 func (p *Provider) Append(samples []providers.Sample) error {
-	if err := p.store.Append(samples); err != nil {
+	if p.changes == nil {
+		if err := p.store.Append(samples); err != nil {
+			return fmt.Errorf("memory provider %q: %w", p.name, err)
+		}
+		return nil
+	}
+	changed, err := p.store.appendChanged(samples, p.clock.Now().Add(-p.maxAge))
+	if err != nil {
 		return fmt.Errorf("memory provider %q: %w", p.name, err)
 	}
+	p.publish(changed)
 	return nil
+}
+
+// publish sends changed series to the change sink, outside the store's
+// lock.
+func (p *Provider) publish(changed []changedSeries) {
+	for _, c := range changed {
+		lbls := make(map[string]string, len(c.labels))
+		ns := ""
+		for _, l := range c.labels {
+			lbls[l.name.Value()] = l.value.Value()
+			if l.name == namespaceLabel {
+				ns = l.value.Value()
+			}
+		}
+		// Every pushed series is an External metric, and may be a custom
+		// one: no kind.
+		p.changes.Publish(providers.Change{Metric: c.name, Namespace: ns, Labels: lbls})
+	}
 }
 
 // CheckAppend implements providers.Appender.
@@ -245,11 +282,25 @@ func (p *Provider) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n := p.store.Expire(); n > 0 {
+			if n := p.expire(); n > 0 {
 				klog.V(2).InfoS("Expired series", "provider", p.name, "count", n, "ttl", p.store.ttl)
 			}
 		}
 	}
+}
+
+// expire deletes the expired series, publishing each (its metric now has
+// one series less), and returns how many.
+func (p *Provider) expire() int {
+	if p.changes == nil {
+		return p.store.Expire()
+	}
+	var removed []changedSeries
+	n := p.store.expire(func(name string, labels []label) {
+		removed = append(removed, changedSeries{name: name, labels: labels})
+	})
+	p.publish(removed)
+	return n
 }
 
 // resourceInfo is how series name objects of one resource.

@@ -264,21 +264,50 @@ func (f *family) find(p *point) *series {
 // timestamp too far in the future, or the series limit). A sample older
 // than the stored one for its series does not replace it.
 func (s *Store) Append(samples []providers.Sample) error {
+	_, err := s.append(samples, nil)
+	return err
+}
+
+// changedSeries is a series whose served value an append or an expiry
+// changed.
+type changedSeries struct {
+	name   string
+	labels []label
+}
+
+// appendChanged is Append that also returns the series whose served value
+// changed: a new series, a new value, or a value that was older than
+// staleBefore and so was not served (a zero staleBefore: never stale). A
+// push of the values already stored changes nothing.
+func (s *Store) appendChanged(samples []providers.Sample, staleBefore time.Time) ([]changedSeries, error) {
+	var changed []changedSeries
+	_, err := s.append(samples, func(p *point, isNew bool, old float64, oldTS int64) {
+		if isNew || p.value != old || (!staleBefore.IsZero() && oldTS < staleBefore.UnixNano()) {
+			changed = append(changed, changedSeries{name: p.name, labels: p.labels})
+		}
+	})
+	return changed, err
+}
+
+// append stores samples; stored, if not nil, is called under the lock for
+// each point that replaced (or created) its series' value, with the value
+// and sample time it replaced.
+func (s *Store) append(samples []providers.Sample, stored func(p *point, isNew bool, old float64, oldTS int64)) (int, error) {
 	now := s.clock.Now()
 	pts, err := s.points(samples, now)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkRoom(pts); err != nil {
-		return err
+		return 0, err
 	}
 	nowNano := now.UnixNano()
 	for i := range pts {
-		s.put(&pts[i], nowNano)
+		s.put(&pts[i], nowNano, stored)
 	}
-	return nil
+	return len(pts), nil
 }
 
 // CheckAppend returns the error Append would return now, storing nothing.
@@ -351,7 +380,7 @@ func (s *Store) checkRoom(pts []point) error {
 	return nil
 }
 
-func (s *Store) put(p *point, now int64) {
+func (s *Store) put(p *point, now int64, stored func(p *point, isNew bool, old float64, oldTS int64)) {
 	f := s.families[p.name]
 	if f == nil {
 		f = &family{name: p.name, byHash: map[uint64]*series{}, labelNames: map[unique.Handle[string]]int32{}}
@@ -360,10 +389,16 @@ func (s *Store) put(p *point, now int64) {
 	}
 	if sr := f.find(p); sr != nil {
 		if p.ts >= sr.ts {
+			if stored != nil {
+				stored(p, false, sr.value, sr.ts)
+			}
 			sr.value, sr.ts = p.value, p.ts
 		}
 		sr.seen = now
 		return
+	}
+	if stored != nil {
+		stored(p, true, 0, 0)
 	}
 	sr := &series{labels: p.labels, value: p.value, ts: p.ts, seen: now, hash: p.hash, next: f.byHash[p.hash], idx: int32(len(f.list))}
 	f.byHash[p.hash] = sr
@@ -416,6 +451,12 @@ func (s *Store) remove(f *family, sr *series) {
 
 // Expire deletes the series not pushed for the TTL and returns how many.
 func (s *Store) Expire() int {
+	return s.expire(nil)
+}
+
+// expire deletes the series not pushed for the TTL, calling removed (if
+// not nil) for each under the lock, and returns how many.
+func (s *Store) expire(removed func(name string, labels []label)) int {
 	cutoff := s.clock.Now().Add(-s.ttl).UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -423,6 +464,9 @@ func (s *Store) Expire() int {
 	for _, f := range s.families {
 		for i := 0; i < len(f.list); {
 			if sr := f.list[i]; sr.seen < cutoff {
+				if removed != nil {
+					removed(f.name, sr.labels)
+				}
 				s.remove(f, sr) // moves the last series to i
 				n++
 				continue

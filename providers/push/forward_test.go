@@ -123,3 +123,80 @@ func TestDNSPeers(t *testing.T) {
 		t.Errorf("resolved %d times, want 1 (cached)", calls)
 	}
 }
+
+// TestHoldCoversForwarding checks the change-feed hold: taken before a push
+// to forward is stored, released only once every peer answered, released
+// at once for a refused push, never taken for a push a peer forwarded.
+func TestHoldCoversForwarding(t *testing.T) {
+	t.Parallel()
+	const token = "tok"
+	answer := make(chan struct{})
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-answer
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer peer.Close()
+	sink := &recordingSink{}
+	h, err := NewHandler(sink, token, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Forwarder = NewForwarder(StaticPeers{strings.TrimPrefix(peer.URL, "http://")}, token, "http", nil)
+	var mu sync.Mutex
+	holds, releases := 0, 0
+	released := make(chan struct{}, 10)
+	h.Hold = func() func() {
+		mu.Lock()
+		holds++
+		mu.Unlock()
+		return func() {
+			mu.Lock()
+			releases++
+			mu.Unlock()
+			released <- struct{}{}
+		}
+	}
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return holds, releases
+	}
+	push := func(body string, forwarded bool) int {
+		req := httptest.NewRequest(http.MethodPost, "/push", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "text/plain")
+		if forwarded {
+			req.Header.Set(ForwardedHeader, "1")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+
+	if code := push("q 1\n", false); code != http.StatusNoContent {
+		t.Fatalf("push: %d", code)
+	}
+	if hs, rs := counts(); hs != 1 || rs != 0 {
+		t.Fatalf("while the peer has not answered: %d holds, %d releases; want 1, 0", hs, rs)
+	}
+	close(answer)
+	select {
+	case <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hold was not released once the peer answered")
+	}
+
+	if code := push("not a valid line {\n", false); code != http.StatusBadRequest {
+		t.Fatalf("invalid push: %d", code)
+	}
+	if hs, rs := counts(); hs != 2 || rs != 2 {
+		t.Errorf("after a refused push: %d holds, %d releases; want 2, 2", hs, rs)
+	}
+	if code := push("q 2\n", true); code != http.StatusNoContent {
+		t.Fatalf("forwarded push: %d", code)
+	}
+	if hs, _ := counts(); hs != 2 {
+		t.Errorf("a push from a peer took a hold (%d holds, want 2)", hs)
+	}
+}

@@ -64,6 +64,12 @@ type Handler struct {
 	// DefaultMaxInflight); more get 429 with Retry-After. Set it before
 	// serving.
 	MaxInflight int
+	// Hold, if set, is called before a push that will be forwarded is
+	// stored; the release it returns is called once the forwarding ended
+	// (or the push was refused). The adapter holds the push's change-feed
+	// events meanwhile, so that no reader hears of a value before every
+	// replica stores it.
+	Hold func() (release func())
 
 	inflight atomic.Int64
 }
@@ -153,6 +159,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", mediaType)
 		return
 	}
+	forward := h.Forwarder != nil && r.Header.Get(ForwardedHeader) == ""
+	var release func()
+	if forward && h.Hold != nil {
+		release = h.Hold()
+		defer func() {
+			if release != nil { // not handed to the forwarder
+				release()
+			}
+		}()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -185,8 +201,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.OnAppend != nil {
 		h.OnAppend()
 	}
-	if h.Forwarder != nil && r.Header.Get(ForwardedHeader) == "" {
-		h.Forwarder.Forward(ct, body, nil)
+	if forward {
+		h.Forwarder.Forward(ct, body, release)
+		release = nil
 	}
 	klog.V(5).InfoS("Push stored", "samples", len(samples), "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)

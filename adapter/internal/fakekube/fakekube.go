@@ -95,6 +95,13 @@ func (s *Server) Allow(user, verb, group, resource string) {
 	s.allowed[strings.Join([]string{user, verb, group, resource}, " ")] = true
 }
 
+// AllowPath lets user do verb on the non-resource URL path.
+func (s *Server) AllowPath(user, verb, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allowed[strings.Join([]string{user, verb, "path", path}, " ")] = true
+}
+
 // AllowAll lets user do anything (including non-resource URLs).
 func (s *Server) AllowAll(user string) {
 	s.mu.Lock()
@@ -323,6 +330,9 @@ func (s *Server) accessReview(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+	}
+	if nra := sar.Spec.NonResourceAttributes; nra != nil && s.allowed[strings.Join([]string{user, nra.Verb, "path", nra.Path}, " ")] {
+		allowed = true
 	}
 	// like the system:discovery ClusterRole: authenticated users may read
 	// discovery documents

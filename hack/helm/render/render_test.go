@@ -47,6 +47,9 @@ var matrix = []struct {
 	{"stable config name", []string{"adapter.configHashSuffix=false"}},
 	{"selector resources", []string{"adapter.config.selectorResources={deployments.apps,namespaces,rollouts.argoproj.io}"}},
 	{"other release name", []string{"fullnameOverride=ms"}},
+	{"change feed, selfSigned", []string{"certs.mode=selfSigned", "autoscaler.changeFeed.enabled=true"}},
+	{"change feed, provided", []string{"certs.mode=provided", "certs.provided.secretName=my-cert", "certs.provided.caBundle=" + testCABundle, "autoscaler.changeFeed.enabled=true"}},
+	{"change feed, unverified", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true"}},
 }
 
 // testCABundle is a real CA certificate, base64 (certs.provided.caBundle).
@@ -206,6 +209,71 @@ func TestRender(t *testing.T) {
 			s := as[corev1.Secret](t, objs, "Secret/metricscale/metricscale-adapter-push-token")
 			if len(s.Data["token"]) < 32 {
 				t.Errorf("token %q: want 32 characters or more", s.Data["token"])
+			}
+		}},
+		{"change feed verified with the chart's CA", []string{"certs.mode=selfSigned", "autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.minInterval=500ms"}, func(t *testing.T, objs map[string]object) {
+			d := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler")
+			spec := d.Spec.Template.Spec
+			args := spec.Containers[0].Args
+			for _, want := range []string{"--change-feed-url=https://metricscale-adapter.metricscale.svc", "--change-feed-ca-file=/var/run/metricscale/adapter-ca/ca.crt", "--change-feed-min-interval=500ms"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args %v: no %s", args, want)
+				}
+			}
+			if slices.Contains(args, "--change-feed-insecure-skip-tls-verify") {
+				t.Errorf("args %v: verification off", args)
+			}
+			if len(spec.Volumes) != 1 || spec.Volumes[0].Secret == nil || spec.Volumes[0].Secret.SecretName != "metricscale-adapter-serving-cert" ||
+				len(spec.Volumes[0].Secret.Items) != 1 || spec.Volumes[0].Secret.Items[0].Key != "ca.crt" {
+				t.Errorf("volumes %+v: want ca.crt of the adapter's serving certificate Secret", spec.Volumes)
+			}
+			// The Secret the chart makes holds that key, and the URL's host
+			// is one of the certificate's names.
+			s := as[corev1.Secret](t, objs, "Secret/metricscale/metricscale-adapter-serving-cert")
+			block, _ := pem.Decode(s.Data["tls.crt"])
+			if block == nil {
+				t.Fatal("no certificate in the serving Secret")
+			}
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Data["ca.crt"]) == 0 || cert.VerifyHostname("metricscale-adapter.metricscale.svc") != nil {
+				t.Errorf("serving Secret: ca.crt %d bytes, names %v: want a CA and the Service's name", len(s.Data["ca.crt"]), cert.DNSNames)
+			}
+		}},
+		{"change feed verified with a provided CA", []string{"certs.mode=provided", "certs.provided.secretName=my-cert", "certs.provided.caBundle=" + testCABundle, "autoscaler.changeFeed.enabled=true"}, func(t *testing.T, objs map[string]object) {
+			d := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler")
+			if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].ConfigMap == nil || v[0].ConfigMap.Name != "metricscale-autoscaler-adapter-ca" {
+				t.Errorf("volumes %+v: want the CA ConfigMap", v)
+			}
+			cm := as[corev1.ConfigMap](t, objs, "ConfigMap/metricscale/metricscale-autoscaler-adapter-ca")
+			want, _ := base64.StdEncoding.DecodeString(testCABundle)
+			if strings.TrimSpace(cm.Data["ca.crt"]) != strings.TrimSpace(string(want)) {
+				t.Errorf("CA ConfigMap %q, want certs.provided.caBundle decoded", cm.Data["ca.crt"])
+			}
+		}},
+		{"change feed unverified", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true", "autoscaler.changeFeed.url=https://adapter.elsewhere.svc:6443"}, func(t *testing.T, objs map[string]object) {
+			d := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler")
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, "--change-feed-insecure-skip-tls-verify") || !slices.Contains(args, "--change-feed-url=https://adapter.elsewhere.svc:6443") {
+				t.Errorf("args %v", args)
+			}
+			if v := d.Spec.Template.Spec.Volumes; len(v) != 0 {
+				t.Errorf("volumes %+v: want none", v)
+			}
+		}},
+		{"change feed off by default", nil, func(t *testing.T, objs map[string]object) {
+			d := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler")
+			if slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--change-feed") }) {
+				t.Errorf("args %v", d.Spec.Template.Spec.Containers[0].Args)
+			}
+			// Its RBAC is there all the same: the autoscaler alone may subscribe.
+			cr := as[rbacv1.ClusterRole](t, objs, "ClusterRole//metricscale-autoscaler")
+			if !slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.NonResourceURLs, []string{"/changes"}) && slices.Equal(r.Verbs, []string{"get"})
+			}) {
+				t.Errorf("autoscaler rules %+v: no get on /changes", cr.Rules)
 			}
 		}},
 		{"other namespace and release", []string{"fullnameOverride=ms"}, func(t *testing.T, objs map[string]object) {
@@ -472,6 +540,10 @@ func TestInvalidValues(t *testing.T) {
 		{"bad route kind", []string{"adapter.config.routes[0].kind=resources"}, "/adapter/config/routes/0/kind"},
 		{"bad selector resource", []string{"adapter.config.selectorResources={Deployments}"}, "/adapter/config/selectorResources/0"},
 		{"bad issuer kind", []string{"certs.mode=certManager", "certs.certManager.issuerRef.kind=Vault"}, "/certs/certManager/issuerRef/kind"},
+		{"change feed without a CA", []string{"autoscaler.changeFeed.enabled=true"}, "certs.mode=adapter each adapter replica makes its own certificate"},
+		{"change feed without the chart's adapter", []string{"adapter.enabled=false", "autoscaler.changeFeed.enabled=true", "certs.mode=selfSigned"}, "without the chart's adapter"},
+		{"change feed over http", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true", "autoscaler.changeFeed.url=http://adapter"}, "/autoscaler/changeFeed/url"},
+		{"change feed interval", []string{"autoscaler.changeFeed.minInterval=1 second"}, "/autoscaler/changeFeed/minInterval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

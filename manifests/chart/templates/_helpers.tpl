@@ -132,6 +132,15 @@ API group, the core group first.
 {{- if and (not .Values.adapter.enabled) (not .Values.autoscaler.enabled) -}}
 {{- fail "adapter.enabled and autoscaler.enabled are both false: the chart would install nothing" -}}
 {{- end -}}
+{{- $feed := .Values.autoscaler.changeFeed -}}
+{{- if and .Values.autoscaler.enabled $feed.enabled (not $feed.insecureSkipTLSVerify) -}}
+{{- if not .Values.adapter.enabled -}}
+{{- fail "autoscaler.changeFeed: without the chart's adapter (adapter.enabled=false) there is no CA to verify the adapter with: set autoscaler.changeFeed.url and insecureSkipTLSVerify, or install the adapter with the chart" -}}
+{{- end -}}
+{{- if eq .Values.certs.mode "adapter" -}}
+{{- fail "autoscaler.changeFeed: with certs.mode=adapter each adapter replica makes its own certificate, which the autoscaler cannot verify: use certs.mode=selfSigned, certManager or provided, or set autoscaler.changeFeed.insecureSkipTLSVerify=true (test clusters)" -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.adapter.enabled -}}
 {{- if eq .Values.certs.mode "provided" -}}
 {{- if not .Values.certs.provided.secretName -}}

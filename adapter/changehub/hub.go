@@ -1,0 +1,378 @@
+// Package changehub is the adapter's change feed: providers that know when
+// a value changes (the memory store, fed by pushes) publish to a Hub, and
+// each subscriber of the feed (the autoscaler, over GET /changes on the
+// secure port, see Handler) receives which series of which metrics changed
+// (wire format: package changefeed).
+//
+// Publishing never blocks and never grows memory without bound: each
+// subscriber has its own pending set, where repeated changes of one series
+// coalesce into one, many series of one metric collapse into one "every
+// series" change, and a subscriber that falls behind by more than its
+// limit gets one resync marker instead of the changes it missed. A change
+// is taken by the subscriber's writer as soon as it can write, so a burst
+// (a push of many series) goes out as one batch.
+package changehub
+
+import (
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/providers"
+)
+
+// Default limits of a subscriber's pending changes.
+const (
+	// DefaultMaxPending bounds the changes waiting for one subscriber;
+	// beyond it the subscriber gets a resync.
+	DefaultMaxPending = 4096
+	// DefaultMaxSeriesPerMetric is how many series of one metric may wait
+	// for a subscriber before they become one "every series" change.
+	DefaultMaxSeriesPerMetric = 64
+)
+
+// Options are a hub's limits; zero values take the defaults.
+type Options struct {
+	MaxPending         int
+	MaxSeriesPerMetric int
+}
+
+// Hub fans changes out to its subscribers. It is safe for concurrent use.
+type Hub struct {
+	maxPending, maxSeriesPerMetric int
+
+	mu     sync.Mutex
+	subs   map[*Subscription]struct{}
+	closed bool
+
+	// Holds delay changes published after they began until they end (see
+	// Hold). seq numbers changes; holds maps each open hold to the seq it
+	// began at; held are the delayed changes, in order.
+	seq          uint64
+	nextHold     uint64
+	holds        map[uint64]uint64
+	held         []heldChange
+	heldOverflow uint64 // the last seq dropped from held (0: none)
+}
+
+type heldChange struct {
+	seq uint64
+	c   change
+}
+
+// change is a published change with its keys computed once.
+type change struct {
+	ev        changefeed.Event
+	metricKey string // kind, namespace and name
+	seriesKey string // the sorted labels
+}
+
+var _ providers.ChangeSink = (*Hub)(nil)
+
+// New returns a hub without subscribers.
+func New(o Options) *Hub {
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.MaxSeriesPerMetric <= 0 {
+		o.MaxSeriesPerMetric = DefaultMaxSeriesPerMetric
+	}
+	return &Hub{maxPending: o.MaxPending, maxSeriesPerMetric: o.MaxSeriesPerMetric,
+		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}}
+}
+
+// Publish implements providers.ChangeSink: it hands c to every subscriber
+// without waiting for any.
+func (h *Hub) Publish(c providers.Change) {
+	ch := newChange(c)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.seq++
+	if len(h.holds) > 0 {
+		if len(h.held) >= h.maxPending {
+			// Too much held: what was held is dropped, and replaced by a
+			// resync once the holds that cover it end.
+			h.held = h.held[:0]
+			h.heldOverflow = h.seq
+			return
+		}
+		h.held = append(h.held, heldChange{seq: h.seq, c: ch})
+		return
+	}
+	for s := range h.subs {
+		s.add(&ch)
+	}
+}
+
+// Hold delays the changes published from now on until release is called
+// (and every hold begun before them is released), then hands them out in
+// order. The adapter holds the changes of a push while it forwards the push
+// to the other replicas, so that a subscriber of this replica does not read
+// the metric from another replica that has not stored it yet. release may
+// be called more than once.
+func (h *Hub) Hold() (release func()) {
+	h.mu.Lock()
+	h.nextHold++
+	id := h.nextHold
+	h.holds[id] = h.seq
+	h.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { h.release(id) }) }
+}
+
+func (h *Hub) release(id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.holds, id)
+	// Changes published before the oldest open hold began belong to holds
+	// that have ended: hand them out.
+	limit := ^uint64(0)
+	for _, start := range h.holds {
+		limit = min(limit, start)
+	}
+	n := 0
+	for n < len(h.held) && h.held[n].seq <= limit {
+		n++
+	}
+	if h.closed {
+		h.held = nil
+		return
+	}
+	if h.heldOverflow != 0 && h.heldOverflow <= limit {
+		h.heldOverflow = 0
+		for s := range h.subs {
+			s.overflow()
+		}
+	}
+	for i := range n {
+		for s := range h.subs {
+			s.add(&h.held[i].c)
+		}
+	}
+	h.held = append(h.held[:0], h.held[n:]...)
+}
+
+// Subscribe returns a new subscription; it receives every change published
+// from now on. Close it when done.
+func (h *Hub) Subscribe() *Subscription {
+	s := &Subscription{hub: h, notify: make(chan struct{}, 1), done: make(chan struct{}),
+		pending: map[string]*pendingMetric{}, maxPending: h.maxPending, maxSeries: h.maxSeriesPerMetric}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		s.closed = true
+		close(s.done)
+		return s
+	}
+	h.subs[s] = struct{}{}
+	return s
+}
+
+// Subscribers is the number of open subscriptions.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// Close ends every subscription (their Done channels close) and drops
+// whatever is published afterwards.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	subs := h.subs
+	h.subs = map[*Subscription]struct{}{}
+	h.closed = true
+	h.held = nil
+	h.mu.Unlock()
+	for s := range subs {
+		s.close()
+	}
+}
+
+func newChange(c providers.Change) change {
+	ev := changefeed.Event{Type: changefeed.TypeChange, Kind: c.Kind, Namespace: c.Namespace, Name: c.Metric, All: c.All}
+	ch := change{metricKey: c.Kind + "\x00" + c.Namespace + "\x00" + c.Metric}
+	if !c.All {
+		ev.Labels = c.Labels
+		ch.seriesKey = labelsKey(c.Labels)
+	}
+	ch.ev = ev
+	return ch
+}
+
+// labelsKey is a canonical string of a label set.
+func labelsKey(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0xff)
+		b.WriteString(l[k])
+		b.WriteByte(0xfe)
+	}
+	return b.String()
+}
+
+// Subscription is one subscriber's queue of pending changes.
+type Subscription struct {
+	hub                   *Hub
+	notify                chan struct{} // has a token when something is pending
+	done                  chan struct{} // closed by Close or the hub's Close
+	maxPending, maxSeries int
+
+	mu        sync.Mutex
+	closed    bool
+	resync    bool
+	pending   map[string]*pendingMetric
+	order     []*pendingMetric // in order of arrival
+	count     int              // pending entries: one per series, or one per "every series" metric
+	overflows int              // resyncs caused by this subscriber's limit
+}
+
+// pendingMetric is what waits of one metric (kind, namespace, name).
+type pendingMetric struct {
+	ev     changefeed.Event // the metric's fields
+	all    bool
+	series map[string]map[string]string // seriesKey -> labels
+	keys   []string                     // series in order of arrival
+}
+
+// add queues a change; the caller holds the hub's lock.
+func (s *Subscription) add(c *change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.resync {
+		return // a resync covers everything
+	}
+	pm := s.pending[c.metricKey]
+	if pm == nil {
+		pm = &pendingMetric{ev: changefeed.Event{Type: changefeed.TypeChange, Kind: c.ev.Kind, Namespace: c.ev.Namespace, Name: c.ev.Name}}
+		s.pending[c.metricKey] = pm
+		s.order = append(s.order, pm)
+		s.count++ // counted as one until it holds series
+	}
+	switch {
+	case pm.all:
+		// already every series
+	case c.ev.All || len(pm.series) >= s.maxSeries && pm.series[c.seriesKey] == nil:
+		if len(pm.series) > 0 {
+			s.count -= len(pm.series) - 1
+		}
+		pm.all, pm.series, pm.keys = true, nil, nil
+	default:
+		if pm.series == nil {
+			pm.series = map[string]map[string]string{}
+		}
+		if _, ok := pm.series[c.seriesKey]; !ok {
+			if len(pm.series) > 0 {
+				s.count++
+			}
+			pm.series[c.seriesKey] = c.ev.Labels
+			pm.keys = append(pm.keys, c.seriesKey)
+		}
+	}
+	if s.count > s.maxPending {
+		s.overflowLocked()
+		s.overflows++
+	}
+	s.signal()
+}
+
+// overflow replaces whatever is pending by a resync; the caller holds the
+// hub's lock.
+func (s *Subscription) overflow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.overflowLocked()
+		s.signal()
+	}
+}
+
+func (s *Subscription) overflowLocked() {
+	s.resync = true
+	s.pending = map[string]*pendingMetric{}
+	s.order = nil
+	s.count = 0
+}
+
+func (s *Subscription) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Ready has a value when changes are pending: call Take.
+func (s *Subscription) Ready() <-chan struct{} { return s.notify }
+
+// Done is closed when the subscription ends.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Take returns the pending changes, in order of arrival, and clears them:
+// a lone resync event if changes were dropped, else one change event per
+// series (or per metric, for "every series").
+func (s *Subscription) Take() []changefeed.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resync {
+		s.resync = false
+		return []changefeed.Event{{Type: changefeed.TypeResync}}
+	}
+	if len(s.order) == 0 {
+		return nil
+	}
+	out := make([]changefeed.Event, 0, s.count)
+	for _, pm := range s.order {
+		if pm.all || len(pm.keys) == 0 {
+			ev := pm.ev
+			ev.All = true
+			out = append(out, ev)
+			continue
+		}
+		for _, k := range pm.keys {
+			ev := pm.ev
+			ev.Labels = pm.series[k]
+			out = append(out, ev)
+		}
+	}
+	s.pending = map[string]*pendingMetric{}
+	s.order = nil
+	s.count = 0
+	return out
+}
+
+// Overflows is how many times this subscriber fell behind by more than
+// its limit.
+func (s *Subscription) Overflows() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overflows
+}
+
+// Close ends the subscription; the hub forgets it.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	delete(s.hub.subs, s)
+	s.hub.mu.Unlock()
+	s.close()
+}
+
+func (s *Subscription) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.pending, s.order = nil, nil
+	close(s.done)
+}

@@ -1,0 +1,267 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+)
+
+var feedEnqueues = metrics.NewCounterVec(&metrics.CounterOpts{
+	Namespace:      "metricscale",
+	Subsystem:      "autoscaler",
+	Name:           "change_feed_enqueues_total",
+	Help:           "Objects queued for a reconcile by the change feed, by reason (change, resync).",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"reason"})
+
+func init() {
+	legacyregistry.MustRegister(feedEnqueues)
+}
+
+// ChangeFeed is the controller's side of the adapter's change feed: an
+// index from metric name to the objects that read it, kept from the
+// informers, and the enqueueing of the objects a change concerns. Its
+// methods are a feedclient.Handler.
+//
+// An object is queued with the workqueue's Add, which leaves its periodic
+// requeue as it is: the sync period stays the upper bound, the feed only
+// brings a reconcile forward. Only External, Object and Pods metrics are
+// fed (Resource metrics come from metrics.k8s.io). A change may queue an
+// object that did not need it (an Object metric's described object is not
+// compared); it never misses one that did.
+type ChangeFeed struct {
+	c           *Controller
+	minInterval time.Duration
+
+	mu sync.Mutex
+	// byMetric: metric name -> object key -> what of the object reads it.
+	byMetric map[string]map[string][]fedMetric
+	// byKey: object key -> the metric names it is indexed under.
+	byKey map[string][]string
+	// last: object key -> when the feed last queued it (or will).
+	last map[string]time.Time
+}
+
+// fedMetric is one spec metric a change may concern.
+type fedMetric struct {
+	kind      string // changefeed.KindExternal or KindCustom
+	namespace string // the object's
+	selector  labels.Selector
+}
+
+// ChangeFeed returns the controller's change feed handler and starts
+// indexing the informers' objects. A change queues an object at most once
+// per minInterval (later changes wait for the end of the interval), which
+// bounds the reconciles a metric changing many times a second causes.
+func (c *Controller) ChangeFeed(minInterval time.Duration) (*ChangeFeed, error) {
+	f := newChangeFeed(c, minInterval)
+	if _, err := c.inf.MetricAutoscalers.AddEventHandler(f.handler(kindMA)); err != nil {
+		return nil, fmt.Errorf("indexing MetricAutoscalers for the change feed: %w", err)
+	}
+	if c.inf.HPAs != nil {
+		if _, err := c.inf.HPAs.AddEventHandler(f.handler(kindHPA)); err != nil {
+			return nil, fmt.Errorf("indexing HorizontalPodAutoscalers for the change feed: %w", err)
+		}
+	}
+	return f, nil
+}
+
+func newChangeFeed(c *Controller, minInterval time.Duration) *ChangeFeed {
+	return &ChangeFeed{c: c, minInterval: minInterval,
+		byMetric: map[string]map[string][]fedMetric{}, byKey: map[string][]string{}, last: map[string]time.Time{}}
+}
+
+func (f *ChangeFeed) handler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { f.index(kind, obj) },
+		UpdateFunc: func(old, cur any) {
+			o, err1 := apimeta.Accessor(old)
+			n, err2 := apimeta.Accessor(cur)
+			// Status updates (every reconcile's) leave the metrics as they are.
+			if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() {
+				f.index(kind, cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				f.set(kind+"/"+key, nil)
+			}
+		},
+	}
+}
+
+// index (re)indexes one object.
+func (f *ChangeFeed) index(kind string, obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	var (
+		ns    string
+		specs []autoscalingv2.MetricSpec
+	)
+	switch o := obj.(type) {
+	case *v1alpha1.MetricAutoscaler:
+		ns, specs = o.Namespace, o.Spec.Metrics
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		ns, specs = o.Namespace, o.Spec.Metrics
+	default:
+		// Not converted by the informer's transform: decode as a reconcile would.
+		typed, err := typedMetricAutoscaler(obj)
+		ma, ok := typed.(*v1alpha1.MetricAutoscaler)
+		if err != nil || !ok {
+			return
+		}
+		ns, specs = ma.Namespace, ma.Spec.Metrics
+	}
+	f.set(kind+"/"+key, fedMetrics(ns, specs))
+}
+
+// fedMetrics are the metrics of specs that the feed may announce.
+func fedMetrics(ns string, specs []autoscalingv2.MetricSpec) map[string][]fedMetric {
+	out := map[string][]fedMetric{}
+	add := func(kind string, id autoscalingv2.MetricIdentifier) {
+		if id.Name == "" {
+			return
+		}
+		out[id.Name] = append(out[id.Name], fedMetric{kind: kind, namespace: ns, selector: selectorOf(id.Selector)})
+	}
+	for _, m := range specs {
+		switch {
+		case m.Type == autoscalingv2.ExternalMetricSourceType && m.External != nil:
+			add(changefeed.KindExternal, m.External.Metric)
+		case m.Type == autoscalingv2.ObjectMetricSourceType && m.Object != nil:
+			add(changefeed.KindCustom, m.Object.Metric)
+		case m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil:
+			add(changefeed.KindCustom, m.Pods.Metric)
+		}
+	}
+	return out
+}
+
+// selectorOf is the metric selector; one that does not parse selects every
+// series, so that the change still reaches the object (whose reconcile
+// reports the bad selector).
+func selectorOf(ls *metav1.LabelSelector) labels.Selector {
+	if ls == nil {
+		return labels.Everything()
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return labels.Everything()
+	}
+	return sel
+}
+
+// set replaces what key reads (nil: nothing, the object is gone).
+func (f *ChangeFeed) set(key string, metrics map[string][]fedMetric) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, name := range f.byKey[key] {
+		if objs := f.byMetric[name]; objs != nil {
+			delete(objs, key)
+			if len(objs) == 0 {
+				delete(f.byMetric, name)
+			}
+		}
+	}
+	delete(f.byKey, key)
+	if len(metrics) == 0 {
+		delete(f.last, key)
+		return
+	}
+	names := make([]string, 0, len(metrics))
+	for name, fm := range metrics {
+		objs := f.byMetric[name]
+		if objs == nil {
+			objs = map[string][]fedMetric{}
+			f.byMetric[name] = objs
+		}
+		objs[key] = fm
+		names = append(names, name)
+	}
+	f.byKey[key] = names
+}
+
+// Changed implements feedclient.Handler: it queues the objects that read a
+// series the change concerns.
+func (f *ChangeFeed) Changed(ev *changefeed.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var set labels.Set
+	if !ev.All {
+		set = labels.Set(ev.Labels)
+	}
+	for key, fms := range f.byMetric[ev.Name] {
+		for _, fm := range fms {
+			if fm.matches(ev, set) {
+				f.enqueue(key)
+				break
+			}
+		}
+	}
+}
+
+func (fm *fedMetric) matches(ev *changefeed.Event, set labels.Set) bool {
+	if !ev.MatchesKind(fm.kind) {
+		return false
+	}
+	// A series without a namespace is an External metric of every
+	// namespace; one with a namespace is of that namespace only.
+	if ev.Namespace != "" && ev.Namespace != fm.namespace {
+		return false
+	}
+	return ev.All || fm.selector.Matches(set)
+}
+
+// enqueue queues key now, or at the end of its minimum interval; the
+// caller holds f.mu.
+func (f *ChangeFeed) enqueue(key string) {
+	now := f.c.clock.Now()
+	last, ok := f.last[key]
+	switch {
+	case ok && last.After(now):
+		// Already queued for the end of the interval: that reconcile
+		// reads this change too.
+	case ok && now.Sub(last) < f.minInterval:
+		next := last.Add(f.minInterval)
+		f.last[key] = next
+		// A key already waiting keeps the earlier of its times.
+		f.c.queue.AddAfter(key, next.Sub(now))
+		feedEnqueues.WithLabelValues("change").Inc()
+	default:
+		f.last[key] = now
+		f.c.queue.Add(key)
+		feedEnqueues.WithLabelValues("change").Inc()
+	}
+}
+
+// Resync implements feedclient.Handler: the feed (re)connected or dropped
+// changes, so every object that reads a fed metric is queued once.
+func (f *ChangeFeed) Resync() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key := range f.byKey {
+		feedEnqueues.WithLabelValues("resync").Inc()
+		f.c.queue.Add(key)
+	}
+}
+
+// Objects is the number of objects that read a metric the feed may
+// announce.
+func (f *ChangeFeed) Objects() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.byKey)
+}

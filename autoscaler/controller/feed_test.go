@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+)
+
+// feedController is a controller with only what the change feed touches:
+// its queue and clock.
+func feedController(t *testing.T) (*Controller, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk})
+	t.Cleanup(q.ShutDown)
+	return &Controller{queue: q, clock: clk}, clk
+}
+
+// drain returns the queued keys, sorted, and empties the queue.
+func drain(c *Controller) []string {
+	var keys []string
+	for c.queue.Len() > 0 {
+		k, _ := c.queue.Get()
+		keys = append(keys, k)
+		c.queue.Done(k)
+		c.queue.Forget(k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func external(name string, sel *metav1.LabelSelector) autoscalingv2.MetricSpec {
+	avg := resource.MustParse("10")
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: name, Selector: sel},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
+	}}
+}
+
+func match(kv ...string) *metav1.LabelSelector {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return &metav1.LabelSelector{MatchLabels: m}
+}
+
+func ma(ns, name string, metrics ...autoscalingv2.MetricSpec) *v1alpha1.MetricAutoscaler {
+	return &v1alpha1.MetricAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, UID: types.UID("uid-" + name)},
+		Spec: v1alpha1.MetricAutoscalerSpec{Metrics: metrics}}
+}
+
+func TestChangeFeedMatches(t *testing.T) {
+	t.Parallel()
+	c, _ := feedController(t)
+	f := newChangeFeed(c, 0)
+	avg := resource.MustParse("1")
+	objectRPS := autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+		DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		Metric:          autoscalingv2.MetricIdentifier{Name: "rps"},
+		Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &avg},
+	}}
+	podsInflight := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: "inflight", Selector: match("path", "a")},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
+	}}
+	cpu := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: new(int32(50))},
+	}}
+	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: "Near", Values: []string{"a"}}}}
+	setOf := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"x", "y"}}}}
+	for _, obj := range []*v1alpha1.MetricAutoscaler{
+		ma("shop", "ext-sel", external("depth", match("queue", "a"))),
+		ma("shop", "ext-all", external("depth", nil)),
+		ma("other", "ext-other-ns", external("depth", match("queue", "a"))),
+		ma("shop", "ext-set", external("depth", setOf)),
+		ma("shop", "bad-selector", external("depth", bad)),
+		ma("shop", "obj", objectRPS),
+		ma("shop", "pods", podsInflight),
+		ma("shop", "cpu-only", cpu),
+		ma("shop", "two", cpu, external("lag", nil), external("depth", match("queue", "z"))),
+	} {
+		f.index(kindMA, obj)
+	}
+	f.index(kindHPA, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hpa"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{external("depth", match("queue", "b"))}}})
+	if n := f.Objects(); n != 9 {
+		t.Errorf("%d objects indexed, want 9 (not the one with cpu alone)", n)
+	}
+
+	key := func(name string) string { return kindMA + "/" + name }
+	tests := []struct {
+		name string
+		ev   changefeed.Event
+		want []string
+	}{
+		{"a series of every namespace", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "a"}},
+			[]string{key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel")}},
+		{"a series of one namespace", changefeed.Event{Name: "depth", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "queue": "a"}},
+			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel")}},
+		{"another queue", changefeed.Event{Name: "depth", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "queue": "b"}},
+			[]string{kindHPA + "/shop/hpa", key("shop/bad-selector"), key("shop/ext-all")}},
+		{"a set selector", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "y"}},
+			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-set")}},
+		{"every series of the metric", changefeed.Event{Name: "depth", All: true},
+			[]string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel"), key("shop/ext-set"), key("shop/two")}},
+		{"every series in one namespace", changefeed.Event{Name: "depth", Namespace: "other", All: true},
+			[]string{key("other/ext-other-ns")}},
+		{"a custom-only change reaches no External reader", changefeed.Event{Kind: changefeed.KindCustom, Name: "depth", Labels: map[string]string{"queue": "a"}}, nil},
+		{"an object metric", changefeed.Event{Name: "rps", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "deployment": "web"}},
+			[]string{key("shop/obj")}},
+		{"an external-only change reaches no Object reader", changefeed.Event{Kind: changefeed.KindExternal, Name: "rps", Namespace: "shop"}, nil},
+		{"an object metric of another namespace", changefeed.Event{Name: "rps", Namespace: "other", Labels: map[string]string{"namespace": "other"}}, nil},
+		{"a pods metric", changefeed.Event{Kind: changefeed.KindCustom, Name: "inflight", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "pod": "p", "path": "a"}},
+			[]string{key("shop/pods")}},
+		{"a pods metric the selector leaves out", changefeed.Event{Name: "inflight", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "pod": "p", "path": "b"}}, nil},
+		{"the second metric of an object", changefeed.Event{Name: "lag", Labels: map[string]string{"topic": "t"}}, []string{key("shop/two")}},
+		{"a metric nobody reads", changefeed.Event{Name: "cpu", All: true}, nil},
+	}
+	for _, tt := range tests {
+		ev := tt.ev
+		ev.Type = changefeed.TypeChange
+		f.Changed(&ev)
+		if got := drain(c); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: queued %q, want %q", tt.name, got, tt.want)
+		}
+	}
+
+	// A resync queues every object a fed metric is read by, once.
+	f.Resync()
+	want := []string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel"),
+		key("shop/ext-set"), key("shop/obj"), key("shop/pods"), key("shop/two")}
+	if got := drain(c); !slices.Equal(got, want) {
+		t.Errorf("resync queued %q, want %q", got, want)
+	}
+}
+
+func TestChangeFeedFollowsTheInformer(t *testing.T) {
+	t.Parallel()
+	c, _ := feedController(t)
+	f := newChangeFeed(c, 0)
+	h := f.handler(kindMA)
+	depth := func(ev *changefeed.Event) []string {
+		f.Changed(ev)
+		return drain(c)
+	}
+	ev := &changefeed.Event{Type: changefeed.TypeChange, Name: "depth", Labels: map[string]string{"queue": "a"}}
+	evLag := &changefeed.Event{Type: changefeed.TypeChange, Name: "lag", All: true}
+
+	old := ma("shop", "w", external("depth", match("queue", "a")))
+	h.OnAdd(old, false)
+	if got := depth(ev); !slices.Equal(got, []string{"MetricAutoscaler/shop/w"}) {
+		t.Fatalf("after add: %q", got)
+	}
+	// A status update (same generation) keeps the index, even if the
+	// object came with other metrics (it cannot: a spec change bumps the
+	// generation; this shows the update is not re-read).
+	statusOnly := old.DeepCopy()
+	statusOnly.Status.DesiredReplicas = 3
+	h.OnUpdate(old, statusOnly)
+	if got := depth(ev); len(got) != 1 {
+		t.Fatalf("after a status update: %q", got)
+	}
+	// A spec change re-indexes.
+	changed := old.DeepCopy()
+	changed.Generation = 2
+	changed.Spec.Metrics = []autoscalingv2.MetricSpec{external("lag", nil)}
+	h.OnUpdate(old, changed)
+	if got := depth(ev); got != nil {
+		t.Errorf("the old metric still queues the object: %q", got)
+	}
+	if got := depth(evLag); len(got) != 1 {
+		t.Errorf("the new metric does not queue the object: %q", got)
+	}
+	// Deleted: nothing queues it, and nothing is left of it.
+	h.OnDelete(changed)
+	if got := depth(evLag); got != nil {
+		t.Errorf("a deleted object is queued: %q", got)
+	}
+	f.mu.Lock()
+	left := len(f.byMetric) + len(f.byKey) + len(f.last)
+	f.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d index entries left after the delete", left)
+	}
+}
+
+func TestChangeFeedMinInterval(t *testing.T) {
+	t.Parallel()
+	c, clk := feedController(t)
+	f := newChangeFeed(c, time.Second)
+	f.index(kindMA, ma("shop", "w", external("depth", nil)))
+	ev := &changefeed.Event{Type: changefeed.TypeChange, Name: "depth", All: true}
+	f.Changed(ev)
+	if got := drain(c); len(got) != 1 {
+		t.Fatalf("first change: queued %q, want the object at once", got)
+	}
+	// Two more changes within the interval: one reconcile, at its end.
+	clk.Step(100 * time.Millisecond)
+	f.Changed(ev)
+	clk.Step(100 * time.Millisecond)
+	f.Changed(ev)
+	if got := drain(c); got != nil {
+		t.Fatalf("within the interval: queued %q at once", got)
+	}
+	clk.Step(800 * time.Millisecond) // the end of the interval
+	waitQueued(t, c, 1)
+	if got := drain(c); len(got) != 1 {
+		t.Fatalf("at the end of the interval: queued %q, want the object once", got)
+	}
+	// Past the interval a change queues at once again.
+	clk.Step(2 * time.Second)
+	f.Changed(ev)
+	if got := drain(c); len(got) != 1 {
+		t.Fatalf("after the interval: queued %q", got)
+	}
+}
+
+// waitQueued waits for the delaying queue's goroutine to move n keys in.
+func waitQueued(t *testing.T, c *Controller, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for c.queue.Len() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("%d keys queued, want %d", c.queue.Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestChangeFeedOnTheInformer registers the feed on a running controller's
+// informer: the fixture's object is indexed from the cache.
+func TestChangeFeedOnTheInformer(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, metricAutoscaler(nil), 4, 240)
+	f, err := fx.ctrl.ChangeFeed(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for f.Objects() != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the informer's object was not indexed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	drain(fx.ctrl) // the controller's own add
+	f.Changed(&changefeed.Event{Type: changefeed.TypeChange, Name: "queue_messages_ready", Labels: map[string]string{"queue": "jobs"}})
+	if got := drain(fx.ctrl); !slices.Equal(got, []string{"MetricAutoscaler/default/workers"}) {
+		t.Errorf("queued %q", got)
+	}
+}

@@ -1,0 +1,30 @@
+package providers
+
+// Change tells that the value of a series changed, appeared or went away, so
+// that whoever reads the metric can read it again now rather than at its
+// next period. Providers that know the moment a value changes (pushed
+// series) publish changes; the adapter serves them as its change feed
+// (package changefeed).
+type Change struct {
+	// Kind limits the change to "external" or "custom" metrics; empty:
+	// both (a pushed series is served as both).
+	Kind string
+	// Metric is the metric name.
+	Metric string
+	// Namespace is the series' namespace (its namespace label); empty: a
+	// series of every namespace.
+	Namespace string
+	// Labels are the series' labels, not including the metric name. The
+	// receiver must not modify them.
+	Labels map[string]string
+	// All: every series of the metric (in Namespace, if set) changed;
+	// Labels is ignored.
+	All bool
+}
+
+// ChangeSink receives changes. Publish must not block: a provider calls it
+// on its write path, after the value is stored (so that a reader reacting
+// to the change reads the new value).
+type ChangeSink interface {
+	Publish(c Change)
+}
