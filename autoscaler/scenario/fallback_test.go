@@ -39,18 +39,7 @@ func TestFallbackScenarios(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
-			data, err := os.ReadFile("testdata/metricautoscaler/" + tc.file + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Parse(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Replay(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, got := replayDoc(t, readTestdata(t, "metricautoscaler/"+tc.file+".yaml"))
 			if len(got) != len(tc.steps) {
 				t.Fatalf("%d steps, want %d", len(got), len(tc.steps))
 			}

@@ -91,3 +91,27 @@ STEP
 		})
 	}
 }
+
+// readTestdata reads testdata/name.
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// replayDoc parses a scenario and replays it, failing t on an error.
+func replayDoc(t *testing.T, doc string) (*Scenario, []StepResult) {
+	t.Helper()
+	s, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Replay(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, got
+}
