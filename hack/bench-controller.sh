@@ -10,11 +10,12 @@
 #   hack/bench-controller.sh [N] [SECONDS]
 #
 # Starts the cluster it needs when none runs (hack/cluster.sh up --separate-hpa-controller
-# --hpa-sync-period 15s --nodes 10 --no-prometheus --no-backends); a running cluster started
+# --hpa-sync-period 15s --nodes 10 --no-prometheus --no-backends --no-record: the autoscaler
+# as shipped, recording off); a running cluster started
 # otherwise fails the benchmark with a message saying so. At 10,000 it takes about an hour
 # on 2 cores, most of it creating 38,000 pods.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export METRICSCALE_BENCH_N=${1:-10000} METRICSCALE_BENCH_SECONDS=${2:-120}
-export METRICSCALE_E2E_UP_ARGS=${METRICSCALE_E2E_UP_ARGS:-"--separate-hpa-controller --hpa-sync-period 15s --nodes 10 --no-prometheus --no-backends"}
+export METRICSCALE_E2E_UP_ARGS=${METRICSCALE_E2E_UP_ARGS:-"--separate-hpa-controller --hpa-sync-period 15s --nodes 10 --no-prometheus --no-backends --no-record"}
 exec go test -count=1 -tags 'e2e benchcontroller' -timeout 180m -run '^TestControllerBenchmark$' -v ./hack/e2e/

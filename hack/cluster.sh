@@ -2,7 +2,7 @@
 # hack/cluster.sh — a local Kubernetes control plane for metricscale, without Docker.
 #
 #   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
-#                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--dir DIR]
+#                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--no-record] [--dir DIR]
 #   hack/cluster.sh down [--purge] [--dir DIR]
 #   hack/cluster.sh status [--dir DIR]
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
@@ -26,7 +26,8 @@
 # --separate-hpa-controller runs the HPA controller alone in a second kube-controller-manager,
 # with its own lease, so that its CPU and memory are the HPA controller's: for benchmarks; the
 # autoscaler subscribes to the adapter's change feed, https://127.0.0.1:6444/changes, unless
-# --change-feed-url names another URL, or none).
+# --change-feed-url names another URL, or none; it records every MetricAutoscaler's reconciles
+# for `autoscaler record` on 127.0.0.1:6449 unless --no-record).
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -114,6 +115,7 @@ BACKENDS=true
 RUNNING_BACKENDS=()
 PURGE=false
 CHANGE_FEED_URL=""
+RECORD=true
 PASSTHROUGH=()
 EXPLICIT=" " # flags given on the command line, to compare with a running cluster
 
@@ -135,6 +137,7 @@ while [[ $# -gt 0 ]]; do
     --kubernetes-only) KUBERNETES_ONLY=true; EXPLICIT+="kubernetes-only "; shift ;;
     --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
     --no-backends) BACKENDS=false; EXPLICIT+="no-backends "; shift ;;
+    --no-record) RECORD=false; EXPLICIT+="no-record "; shift ;;
     --purge) PURGE=true; shift ;;
     --change-feed-url) need_value "$@"; CHANGE_FEED_URL=$2; shift 2 ;;
     -h | --help) CMD=help; shift ;;
@@ -579,6 +582,7 @@ write_state() {
     printf 'STATE_KUBERNETES_ONLY=%q\n' "$KUBERNETES_ONLY"
     printf 'STATE_PROMETHEUS=%q\n' "$PROMETHEUS"
     printf 'STATE_BACKENDS=%q\n' "${RUNNING_BACKENDS[*]}"
+    printf 'STATE_RECORD=%q\n' "$RECORD"
     printf 'STATE_COMPONENTS=%q\n' "$1"
     printf 'STATE_STARTED_AT=%q\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf 'STATE_REPO_ROOT=%q\n' "$REPO_ROOT"
@@ -982,11 +986,13 @@ start_autoscaler() {
     extra+=(--change-feed-url="${CHANGE_FEED_URL:-https://127.0.0.1:$ADAPTER_PORT}" --change-feed-ca-file="$DIR/adapter/apiserver.crt")
   fi
   # --record serves recordings on 127.0.0.1:$AUTOSCALER_RECORD_PORT, with a certificate kept in
-  # $dir (record.crt is its own CA: autoscaler record --certificate-authority).
+  # $dir (record.crt is its own CA: autoscaler record --certificate-authority); --no-record runs the
+  # autoscaler as shipped (recording off), for the controller benchmark.
+  [[ $RECORD == true ]] && extra+=(--record --secure-bind-address="127.0.0.1:$AUTOSCALER_RECORD_PORT" --cert-dir="$dir")
   start metricscale-autoscaler "$DIR/bin/metricscale-autoscaler" \
     --kubeconfig="$kc" --bind-address="127.0.0.1:$AUTOSCALER_PORT" \
     --leader-elect=true --leader-elect-namespace=metricscale --profiling "${extra[@]}" \
-    --record --secure-bind-address="127.0.0.1:$AUTOSCALER_RECORD_PORT" --cert-dir="$dir" -v=2
+    -v=2
   wait_healthy metricscale-autoscaler 60 healthy health metricscale-autoscaler
 }
 
@@ -1149,9 +1155,11 @@ cmd_env() {
   fi
   if alive metricscale-autoscaler; then
     echo "export METRICSCALE_AUTOSCALER_METRICS=$(sq "http://127.0.0.1:$AUTOSCALER_PORT/metrics")"
-    # autoscaler record --server "$METRICSCALE_RECORD_SERVER" --certificate-authority "$METRICSCALE_RECORD_CA"
-    echo "export METRICSCALE_RECORD_SERVER=$(sq "https://127.0.0.1:$AUTOSCALER_RECORD_PORT")"
-    echo "export METRICSCALE_RECORD_CA=$(sq "$DIR/autoscaler/record.crt")"
+    if [[ ${STATE_RECORD:-true} == true ]]; then
+      # autoscaler record --server "$METRICSCALE_RECORD_SERVER" --certificate-authority "$METRICSCALE_RECORD_CA"
+      echo "export METRICSCALE_RECORD_SERVER=$(sq "https://127.0.0.1:$AUTOSCALER_RECORD_PORT")"
+      echo "export METRICSCALE_RECORD_CA=$(sq "$DIR/autoscaler/record.crt")"
+    fi
   fi
   # Also while Prometheus is stopped by stop-prometheus: that outage is meant to be seen.
   if alive prometheus || paused prometheus; then
@@ -1270,6 +1278,7 @@ cmd_restart_autoscaler() {
   [[ $STATE_COMPONENTS == *metricscale-autoscaler* ]] || die "the cluster in $DIR runs no metricscale-autoscaler"
   HPA_CONTROLLER=$STATE_HPA_CONTROLLER
   HPA_SYNC_PERIOD=$STATE_HPA_SYNC_PERIOD
+  RECORD=${STATE_RECORD:-true}
   if alive metricscale-autoscaler; then stop metricscale-autoscaler; fi
   start_autoscaler
 }
