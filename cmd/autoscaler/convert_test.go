@@ -61,21 +61,7 @@ func TestConvertCommand(t *testing.T) {
 			}
 			var out, errOut bytes.Buffer
 			code := convertCmd(context.Background(), args, strings.NewReader(tc.stdin), &out, &errOut)
-			if code != tc.wantCode {
-				t.Fatalf("exit %d, want %d (stderr %q)", code, tc.wantCode, errOut.String())
-			}
-			if tc.wantNoOut && out.Len() != 0 {
-				t.Errorf("stdout %q, want nothing", out.String())
-			}
-			if !strings.Contains(out.String(), tc.wantOut) {
-				t.Errorf("stdout %q, want it to contain %q", out.String(), tc.wantOut)
-			}
-			switch {
-			case tc.wantStderr == "" && errOut.Len() != 0:
-				t.Errorf("stderr %q, want nothing", errOut.String())
-			case !strings.Contains(errOut.String(), tc.wantStderr):
-				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tc.wantStderr)
-			}
+			checkRun(t, code, &out, &errOut, tc.wantCode, tc.wantNoOut, tc.wantOut, tc.wantStderr)
 			if cfgFile != "" {
 				data, err := os.ReadFile(cfgFile)
 				if err != nil {

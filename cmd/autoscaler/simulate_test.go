@@ -48,22 +48,7 @@ func TestSimulate(t *testing.T) {
 			t.Parallel()
 			var out, errOut bytes.Buffer
 			code := simulate(context.Background(), tc.args, strings.NewReader(tc.stdin), &out, &errOut)
-			if code != tc.wantCode {
-				t.Fatalf("exit %d, want %d (stderr %q)", code, tc.wantCode, errOut.String())
-			}
-			if tc.wantNoOut && out.Len() != 0 {
-				t.Errorf("stdout %q, want nothing", out.String())
-			}
-			if !strings.Contains(out.String(), tc.wantOut) {
-				t.Errorf("stdout %q, want it to contain %q", out.String(), tc.wantOut)
-			}
-			// A success says nothing on stderr; a failure says why there.
-			switch {
-			case tc.wantStderr == "" && errOut.Len() != 0:
-				t.Errorf("stderr %q, want nothing", errOut.String())
-			case !strings.Contains(errOut.String(), tc.wantStderr):
-				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tc.wantStderr)
-			}
+			checkRun(t, code, &out, &errOut, tc.wantCode, tc.wantNoOut, tc.wantOut, tc.wantStderr)
 			if tc.wantCode != 0 && tc.wantStderr == "" {
 				t.Fatal("a failing case must name what it expects on stderr")
 			}
@@ -109,5 +94,27 @@ func TestSimulatePlot(t *testing.T) {
 	}
 	if !strings.Contains(string(data), "queue_messages_ready") {
 		t.Error("the metric panel is not titled with the metric's name")
+	}
+}
+
+// checkRun checks a subcommand's exit code, what it printed (nothing at
+// all with wantNoOut) and its stderr: nothing when wantStderr is empty (a
+// success says nothing there), else a message containing it.
+func checkRun(t *testing.T, code int, out, errOut *bytes.Buffer, wantCode int, wantNoOut bool, wantOut, wantStderr string) {
+	t.Helper()
+	if code != wantCode {
+		t.Fatalf("exit %d, want %d (stderr %q)", code, wantCode, errOut.String())
+	}
+	if wantNoOut && out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", out.String())
+	}
+	if !strings.Contains(out.String(), wantOut) {
+		t.Errorf("stdout %q, want it to contain %q", out.String(), wantOut)
+	}
+	switch {
+	case wantStderr == "" && errOut.Len() != 0:
+		t.Errorf("stderr %q, want nothing", errOut.String())
+	case !strings.Contains(errOut.String(), wantStderr):
+		t.Errorf("stderr %q, want it to contain %q", errOut.String(), wantStderr)
 	}
 }
