@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -75,18 +78,23 @@ type Options struct {
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
 	KubeAPIContentType string
-	Workers            int
-	HPAObjects         bool
-	HPASyncPeriod      time.Duration
-	HistorySync        time.Duration
-	BindAddress        string
-	Profiling          bool
-	LeaderElection     componentbaseconfig.LeaderElectionConfiguration
-	Identity           string
-	Tolerance          float64
-	CPUInitPeriod      time.Duration
-	ReadinessDelay     time.Duration
-	DownscaleWindow    time.Duration
+	// MetricsAPIQPS and MetricsAPIBurst rate-limit the reads of the
+	// metrics APIs apart from the rest, so that a pass over many
+	// autoscalers is not held by the scale and status requests' limit.
+	MetricsAPIQPS   float32
+	MetricsAPIBurst int
+	Workers         int
+	HPAObjects      bool
+	HPASyncPeriod   time.Duration
+	HistorySync     time.Duration
+	BindAddress     string
+	Profiling       bool
+	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
+	Identity        string
+	Tolerance       float64
+	CPUInitPeriod   time.Duration
+	ReadinessDelay  time.Duration
+	DownscaleWindow time.Duration
 	// ChangeFeed is the adapter's change feed, off without a URL.
 	ChangeFeed ChangeFeedOptions
 	// Gates holds the HPA gates and the logging ones.
@@ -110,6 +118,7 @@ func NewOptions() *Options {
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	return &Options{
 		KubeAPIQPS: 100, KubeAPIBurst: 200, KubeAPIContentType: runtime.ContentTypeProtobuf,
+		MetricsAPIQPS: 1000, MetricsAPIBurst: 2000,
 		Workers: 5, HPASyncPeriod: 15 * time.Second, HistorySync: 5 * time.Minute,
 		// Unauthenticated: only this host may read it (see README).
 		BindAddress: "127.0.0.1:8080",
@@ -135,7 +144,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; in-cluster configuration when empty")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
-	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "content type of requests to built-in APIs (scale reads and writes, events); custom resources and the metrics APIs always use JSON")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "content type of requests to built-in APIs and the metrics APIs (scale reads and writes, events, metric reads); custom resources always use JSON")
+	fs.Float32Var(&o.MetricsAPIQPS, "metrics-api-qps", o.MetricsAPIQPS, "queries per second to the metrics APIs (custom, external, resource), limited apart from --kube-api-qps: N autoscalers at a sync period P read about N/P a second")
+	fs.IntVar(&o.MetricsAPIBurst, "metrics-api-burst", o.MetricsAPIBurst, "burst of queries to the metrics APIs")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "autoscalers reconciled concurrently")
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
@@ -183,6 +194,9 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if o.MetricsAPIQPS <= 0 || o.MetricsAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--metrics-api-qps and --metrics-api-burst must be positive, got %v and %d", o.MetricsAPIQPS, o.MetricsAPIBurst))
 	}
 	if o.KubeAPIContentType != runtime.ContentTypeProtobuf && o.KubeAPIContentType != runtime.ContentTypeJSON {
 		errs = append(errs, fmt.Errorf("--kube-api-content-type must be %s or %s, got %q", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, o.KubeAPIContentType))
@@ -245,7 +259,11 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	source, err := metricsSource(ctx, cfg, kube, mapper)
+	// The metrics APIs in protobuf too (their types have it, and
+	// kube-controller-manager reads them so), with a rate limit of their own.
+	metricsCfg := rest.CopyConfig(builtin)
+	metricsCfg.QPS, metricsCfg.Burst = o.MetricsAPIQPS, o.MetricsAPIBurst
+	source, err := metricsSource(ctx, metricsCfg, kube, mapper)
 	if err != nil {
 		return err
 	}
@@ -269,6 +287,18 @@ func Run(ctx context.Context, o *Options) error {
 		MetricAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(v1alpha1.GroupVersionResource).Informer(),
 		Pods:              podInformers.Core().V1().Pods().Informer(),
 		StartPods:         func() { podInformers.Start(ctx.Done()) },
+	}
+	// The scale of apps/v1 workloads from watch caches of their own,
+	// started at the first target of each kind.
+	workloads := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
+	inf.Workload = func(gr schema.GroupResource) cache.SharedIndexInformer {
+		i, err := workloads.ForResource(appsv1.SchemeGroupVersion.WithResource(gr.Resource))
+		if err != nil {
+			return nil
+		}
+		informer := i.Informer()
+		workloads.Start(ctx.Done())
+		return informer
 	}
 	if o.HPAObjects {
 		inf.HPAs = kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()

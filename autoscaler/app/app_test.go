@@ -27,6 +27,7 @@ func TestFlags(t *testing.T) {
 		"--kubeconfig=kc", "--bind-address=127.0.0.1:6446", "--leader-elect=true", "--leader-elect-namespace=ns",
 		"--leader-elect-resource-name=lease", "--leader-elect-lease-duration=20s", "--leader-elect-identity=me",
 		"--feature-gates=HPAScaleToZero=true,HPAConfigurableTolerance=false", "--kube-api-qps=50", "--kube-api-burst=80",
+		"--metrics-api-qps=300", "--metrics-api-burst=400",
 		"-v=2", "--logging-format=text",
 	}
 	if err := fs.Parse(args); err != nil {
@@ -42,6 +43,9 @@ func TestFlags(t *testing.T) {
 	if o.KubeAPIQPS != 50 || o.KubeAPIBurst != 80 {
 		t.Errorf("qps %v burst %d", o.KubeAPIQPS, o.KubeAPIBurst)
 	}
+	if o.MetricsAPIQPS != 300 || o.MetricsAPIBurst != 400 {
+		t.Errorf("metrics qps %v burst %d", o.MetricsAPIQPS, o.MetricsAPIBurst)
+	}
 	if o.Logging.Verbosity != 2 {
 		t.Errorf("verbosity %d, want 2", o.Logging.Verbosity)
 	}
@@ -55,6 +59,11 @@ func TestFlags(t *testing.T) {
 	bad.KubeAPIContentType = "text/plain"
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 		t.Errorf("--kube-api-content-type=text/plain: %v", err)
+	}
+	bad = NewOptions()
+	bad.MetricsAPIQPS = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-api-qps") {
+		t.Errorf("--metrics-api-qps=0: %v", err)
 	}
 }
 

@@ -18,8 +18,12 @@ import (
 // TrimCached is the transform of the shared informers the controller reads
 // from: it keeps of each object what the controller reads. A pod becomes a
 // cachedPod (a tenth of a pod as served: the pod cache holds every pod of
-// the cluster); any other object loses its managedFields only.
+// the cluster), a workload its scale (cachedWorkload); any other object
+// loses its managedFields only.
 func TrimCached(obj any) (any, error) {
+	if w, ok := trimWorkload(obj); ok {
+		return w, nil
+	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		return newCachedPod(o), nil

@@ -84,6 +84,12 @@ type Informers struct {
 	// autoscalers on AverageValue External and Object metrics alone cost
 	// no pod cache.
 	StartPods func()
+	// Workload returns the started informer of an apps/v1 workload
+	// resource (deployments, statefulsets, replicasets) whose scale the
+	// controller then reads from it, or nil to read it by GET; nil reads
+	// every scale by GET. It is called once per resource, at the first
+	// reconcile of a target of that kind.
+	Workload func(schema.GroupResource) cache.SharedIndexInformer
 }
 
 // memo is what the controller remembers of one object between reconciles.
@@ -105,15 +111,17 @@ type Controller struct {
 	mu     sync.Mutex
 	memory map[string]*memo
 
-	podsOnce sync.Once
+	podsOnce  sync.Once
+	workloads *workloadScales
 }
 
 // New wires a controller to its informers.
 func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecorder, clk clock.WithTicker) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, clients: clients, inf: inf, recorder: recorder, clock: clk,
-		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
-		memory: map[string]*memo{},
+		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
+		memory:    map[string]*memo{},
+		workloads: &workloadScales{informer: inf.Workload},
 	}
 	// The cache keeps typed objects without managedFields: an unstructured
 	// MetricAutoscaler costs many times the memory of a typed one.
@@ -403,7 +411,8 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	return plan.Finish(c.updateScale(ctx, hpa, gr, sc, plan.DesiredReplicas))
 }
 
-// getScale reads the target's /scale, trying each REST mapping of its kind.
+// getScale reads the target's scale (from the workload cache for apps/v1
+// workloads, else by a GET of /scale), trying each REST mapping of its kind.
 func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) (*autoscalingv1.Scale, schema.GroupResource, error) {
 	ref := hpa.Spec.ScaleTargetRef
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -420,6 +429,9 @@ func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.Horizontal
 	var firstErr error
 	for _, m := range mappings {
 		gr := m.Resource.GroupResource()
+		if sc, ok := c.workloads.get(gr, hpa.Namespace, ref.Name); ok {
+			return sc, gr, nil
+		}
 		sc, err := c.clients.Scales.Scales(hpa.Namespace).Get(ctx, gr, ref.Name, metav1.GetOptions{})
 		if err == nil {
 			return sc, gr, nil
@@ -439,8 +451,9 @@ func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.Horizontal
 func (c *Controller) updateScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, gr schema.GroupResource, sc *autoscalingv1.Scale, replicas int32) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc.Spec.Replicas = replicas
-		_, err := c.clients.Scales.Scales(hpa.Namespace).Update(ctx, gr, sc, metav1.UpdateOptions{})
+		written, err := c.clients.Scales.Scales(hpa.Namespace).Update(ctx, gr, sc, metav1.UpdateOptions{})
 		if err == nil {
+			c.workloads.wrote(gr, written)
 			return nil
 		}
 		if latest, getErr := c.clients.Scales.Scales(hpa.Namespace).Get(ctx, gr, sc.Name, metav1.GetOptions{}); getErr == nil {
