@@ -9,6 +9,9 @@
 #
 #   hack/bench-controller.sh [N] [SECONDS]
 #
+# METRICSCALE_BENCH_PROFILES=DIR also saves both controllers' CPU profiles over the steady
+# window and their heap profiles after it (DIR/NAME.{cpu,heap}.pprof, for go tool pprof).
+#
 # Starts the cluster it needs when none runs (hack/cluster.sh up --separate-hpa-controller
 # --hpa-sync-period 15s --nodes 10 --no-prometheus --no-backends --no-record: the autoscaler
 # as shipped, recording off); a running cluster started

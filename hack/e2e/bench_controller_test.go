@@ -206,11 +206,14 @@ func TestControllerBenchmark(t *testing.T) {
 	o0, k0 := read(ours), read(kcm)
 	ad0, api0 := cpuOf(t, adapterPid), cpuOf(t, apiserverPid)
 	adL0, agL0 := adapterLatency(), aggregatorLatency()
+	profiles := saveProfiles(t, window, ours, kcm)
 	time.Sleep(window)
+	profiles.Wait()
 	o1, k1 := read(ours), read(kcm)
 	ad1, api1 := cpuOf(t, adapterPid), cpuOf(t, apiserverPid)
 	adL1, agL1 := adapterLatency(), aggregatorLatency()
 	heap := map[*proc]float64{ours: heapAfterGC(t, ours), kcm: heapAfterGC(t, kcm)}
+	saveHeapProfiles(t, ours, kcm)
 	rss := map[*proc]int64{ours: rssKiB(t, ours.pid), kcm: rssKiB(t, kcm.pid)}
 	steady := map[*proc][2]sample{ours: {o0, o1}, kcm: {k0, k1}}
 	for p, s := range steady {
@@ -443,7 +446,9 @@ func tryMetrics(p *proc) (string, error) { return adminGet(p.metrics) }
 
 // adminGet reads a URL of a local component, over HTTPS with the admin
 // credentials (kube-controller-manager authorizes /metrics and /debug/pprof).
-func adminGet(url string) (string, error) {
+func adminGet(url string) (string, error) { return adminGetTimeout(url, 30*time.Second) }
+
+func adminGetTimeout(url string, timeout time.Duration) (string, error) {
 	var transport http.RoundTripper = http.DefaultTransport
 	if strings.HasPrefix(url, "https://") {
 		cfg := rest.CopyConfig(cluster.Config)
@@ -453,7 +458,7 @@ func adminGet(url string) (string, error) {
 			return "", err
 		}
 	}
-	resp, err := (&http.Client{Transport: transport, Timeout: 30 * time.Second}).Get(url)
+	resp, err := (&http.Client{Transport: transport, Timeout: timeout}).Get(url)
 	if err != nil {
 		return "", err
 	}
@@ -481,6 +486,50 @@ func heapAfterGC(t *testing.T, p *proc) float64 {
 	}
 	t.Fatalf("%s heap profile has no HeapAlloc", p.name)
 	return 0
+}
+
+// saveProfiles, with METRICSCALE_BENCH_PROFILES=DIR, saves each process's
+// CPU profile over the steady window as DIR/NAME.cpu.pprof (for `go tool
+// pprof`); without it, it does nothing.
+func saveProfiles(t *testing.T, window time.Duration, procs ...*proc) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	dir := os.Getenv("METRICSCALE_BENCH_PROFILES")
+	if dir == "" {
+		return &wg
+	}
+	for _, p := range procs {
+		url := strings.TrimSuffix(p.pprof, "heap") + fmt.Sprintf("profile?seconds=%d", int(window.Seconds()-5))
+		wg.Go(func() { saveProfile(t, url, filepath.Join(dir, p.name+".cpu.pprof")) })
+	}
+	return &wg
+}
+
+// saveHeapProfiles saves each process's heap profile (after a collection)
+// as DIR/NAME.heap.pprof, with METRICSCALE_BENCH_PROFILES=DIR.
+func saveHeapProfiles(t *testing.T, procs ...*proc) {
+	dir := os.Getenv("METRICSCALE_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	for _, p := range procs {
+		saveProfile(t, p.pprof+"?gc=1", filepath.Join(dir, p.name+".heap.pprof"))
+	}
+}
+
+func saveProfile(t *testing.T, url, path string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Errorf("profile %s: %v", path, err)
+		return
+	}
+	body, err := adminGetTimeout(url, 10*time.Minute)
+	if err == nil {
+		err = os.WriteFile(path, []byte(body), 0o644)
+	}
+	if err != nil {
+		t.Errorf("profile %s: %v", path, err)
+		return
+	}
+	t.Logf("saved %s", path)
 }
 
 // sumSeries sums the samples of a counter whose labels contain match.
