@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -290,13 +291,27 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	// The scale of apps/v1 workloads from watch caches of their own,
 	// started at the first target of each kind.
+	// No namespace index: the controller reads them by key only.
 	workloads := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
+	noIndex := cache.Indexers{}
 	inf.Workload = func(gr schema.GroupResource) cache.SharedIndexInformer {
-		i, err := workloads.ForResource(appsv1.SchemeGroupVersion.WithResource(gr.Resource))
-		if err != nil {
+		var informer cache.SharedIndexInformer
+		switch gr.Resource {
+		case "deployments":
+			informer = workloads.InformerFor(&appsv1.Deployment{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return appsinformers.NewDeploymentInformer(c, metav1.NamespaceAll, resync, noIndex)
+			})
+		case "statefulsets":
+			informer = workloads.InformerFor(&appsv1.StatefulSet{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return appsinformers.NewStatefulSetInformer(c, metav1.NamespaceAll, resync, noIndex)
+			})
+		case "replicasets":
+			informer = workloads.InformerFor(&appsv1.ReplicaSet{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return appsinformers.NewReplicaSetInformer(c, metav1.NamespaceAll, resync, noIndex)
+			})
+		default:
 			return nil
 		}
-		informer := i.Informer()
 		workloads.Start(ctx.Done())
 		return informer
 	}

@@ -248,3 +248,49 @@ func TestInternStrings(t *testing.T) {
 		t.Errorf("the interner holds %d strings, bound 2", len(small.m))
 	}
 }
+
+// TestCacheKeepsNoHistory: the cached MetricAutoscaler holds no history;
+// the controller's memory has it from the status, and a reconcile that
+// changes neither the visible status nor the stored history writes nothing.
+func TestCacheKeepsNoHistory(t *testing.T) {
+	t.Parallel()
+	ma := metricAutoscaler(func(m *v1alpha1.MetricAutoscaler) {
+		m.Status.History = &v1alpha1.History{Recommendations: []v1alpha1.Recommendation{{Replicas: 8, Time: metav1.NewMicroTime(t0.Add(-time.Minute))}}}
+	})
+	f := newFixture(t, ma, 4, 240)
+	obj, _, _ := f.ctrl.inf.MetricAutoscalers.GetIndexer().GetByKey("default/workers")
+	if h := obj.(*v1alpha1.MetricAutoscaler).Status.History; h != nil {
+		t.Fatalf("the cache keeps the history: %+v", h)
+	}
+	f.ctrl.mu.Lock()
+	m := f.ctrl.memory[kindMA+"/default/workers"]
+	f.ctrl.mu.Unlock()
+	if m == nil || len(m.history.Recommendations) != 1 || m.history.Recommendations[0].Replicas != 8 {
+		t.Fatalf("the memory does not hold the status's history: %+v", m)
+	}
+	f.reconcile(t) // scales 4 → 8 and saves the status
+	f.clock.Step(time.Second)
+	f.reconcile(t) // sees 8 replicas: a new visible status, saved
+	f.clock.Step(time.Second)
+	writes := func() int {
+		n := 0
+		for _, a := range f.dyn.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	f.reconcile(t)
+	if got := writes() - before; got != 0 {
+		t.Errorf("a reconcile that changed nothing visible wrote the status %d times", got)
+	}
+	// Past the history sync interval the changed history is saved.
+	f.clock.Step(31 * time.Second)
+	before = writes()
+	f.reconcile(t)
+	if got := writes() - before; got != 1 {
+		t.Errorf("past the history sync interval: %d status writes, want 1", got)
+	}
+}

@@ -7,8 +7,10 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +99,9 @@ type memo struct {
 	uid          types.UID
 	history      behavior.History
 	historySaved time.Time
+	// storedHistory fingerprints the history the object's status holds
+	// (the cache keeps no copy of it: see trimMA).
+	storedHistory uint64
 }
 
 // Controller reconciles autoscalers.
@@ -125,7 +130,7 @@ func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecord
 	}
 	// The cache keeps typed objects without managedFields: an unstructured
 	// MetricAutoscaler costs many times the memory of a typed one.
-	if err := inf.MetricAutoscalers.SetTransform(typedMetricAutoscaler); err != nil {
+	if err := inf.MetricAutoscalers.SetTransform(c.trimMA); err != nil {
 		return nil, fmt.Errorf("setting the MetricAutoscaler cache transform: %w", err)
 	}
 	if _, err := inf.MetricAutoscalers.AddEventHandler(c.handler(kindMA)); err != nil {
@@ -262,7 +267,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if !exists {
 		return 0, actionNone, nil
 	}
-	typed, err := typedMetricAutoscaler(obj)
+	typed, err := c.trimMA(obj)
 	if err != nil {
 		return 0, actionNone, fmt.Errorf("decoding MetricAutoscaler %s/%s: %w", ns, name, err)
 	}
@@ -293,7 +298,10 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	status := maStatus(ma, res, history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
 	rec.Done(res, &status)
 	sameVisible := apiequality.Semantic.DeepEqual(withoutHistory(ma.Status), withoutHistory(status))
-	sameHistory := apiequality.Semantic.DeepEqual(ma.Status.History, status.History)
+	storedHistory := historyFingerprint(status.History)
+	c.mu.Lock()
+	sameHistory := storedHistory == m.storedHistory
+	c.mu.Unlock()
 	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {
 		return period, action(res), res.Err
 	}
@@ -308,7 +316,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		return period, action(res), errors.Join(res.Err, fmt.Errorf("updating status of MetricAutoscaler %s/%s: %w", ns, name, err))
 	}
 	c.mu.Lock()
-	m.historySaved = now
+	m.historySaved, m.storedHistory = now, storedHistory
 	c.mu.Unlock()
 	return period, action(res), res.Err
 }
@@ -352,6 +360,43 @@ func typedMetricAutoscaler(obj any) (any, error) {
 	ma.ManagedFields = nil
 	internStrings(ma)
 	return ma, nil
+}
+
+// trimMA is the MetricAutoscaler cache's transform: typedMetricAutoscaler,
+// and the status's history moved out of the cached object. The controller
+// keeps each object's history in memory (its memo), loaded from the status
+// when first seen; the cache keeps only a fingerprint of the stored one, to
+// know when it needs saving.
+func (c *Controller) trimMA(obj any) (any, error) {
+	out, err := typedMetricAutoscaler(obj)
+	ma, ok := out.(*v1alpha1.MetricAutoscaler)
+	if err != nil || !ok {
+		return out, err
+	}
+	key := kindMA + "/" + ma.Namespace + "/" + ma.Name
+	stored := historyFingerprint(ma.Status.History)
+	c.mu.Lock()
+	m, ok := c.memory[key]
+	if !ok || m.uid != ma.UID {
+		m = &memo{uid: ma.UID, history: history.FromStatus(ma.Status.History)}
+		c.memory[key] = m
+	}
+	m.storedHistory = stored
+	c.mu.Unlock()
+	ma.Status.History = nil
+	return ma, nil
+}
+
+// historyFingerprint identifies a status's history as the API server
+// stores it (JSON, times in microseconds).
+func historyFingerprint(h *v1alpha1.History) uint64 {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return 0
+	}
+	f := fnv.New64a()
+	_, _ = f.Write(data)
+	return f.Sum64()
 }
 
 func withoutHistory(s v1alpha1.MetricAutoscalerStatus) v1alpha1.MetricAutoscalerStatus {

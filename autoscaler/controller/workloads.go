@@ -24,29 +24,34 @@ var (
 // cachedWorkload is what the informer keeps of a Deployment, StatefulSet or
 // ReplicaSet: its scale, as /scale serves it.
 type cachedWorkload struct {
-	name, namespace, resourceVersion string
-	replicas, statusReplicas         int32
-	selector                         string
-	// selectorErr is set when the label selector does not convert (the
-	// scale subresource fails the same way); the GET reports it then.
-	selectorErr bool
+	name, namespace          string
+	resourceVersion          uint64
+	replicas, statusReplicas int32
+	selector                 string
+	// unreadable is set when the label selector does not convert (the
+	// scale subresource fails the same way) or the resource version is not
+	// a number: the scale is read by GET then.
+	unreadable bool
 }
 
 // GetObjectMeta lets the informer's store key and index it.
 func (w *cachedWorkload) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: w.name, Namespace: w.namespace, ResourceVersion: w.resourceVersion}
+	return &metav1.ObjectMeta{Name: w.name, Namespace: w.namespace}
 }
 
 func newCachedWorkload(meta metav1.ObjectMeta, replicas *int32, statusReplicas int32, sel *metav1.LabelSelector) *cachedWorkload {
-	w := &cachedWorkload{name: meta.Name, namespace: meta.Namespace, resourceVersion: meta.ResourceVersion, statusReplicas: statusReplicas, replicas: 1}
+	w := &cachedWorkload{name: meta.Name, namespace: interned.get(meta.Namespace), statusReplicas: statusReplicas, replicas: 1}
 	if replicas != nil {
 		w.replicas = *replicas
 	}
 	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		w.selectorErr = true
+	rv, rvErr := strconv.ParseUint(meta.ResourceVersion, 10, 64)
+	if err != nil || rvErr != nil {
+		// Read by GET: the error is the API server's to word, and a write
+		// needs the version as given.
+		w.unreadable = true
 	} else {
-		w.selector = interned.get(s.String())
+		w.selector, w.resourceVersion = s.String(), rv
 	}
 	return w
 }
@@ -124,7 +129,7 @@ func (w *workloadScales) caughtUp(gr schema.GroupResource, obj any, deleted bool
 	if !ok {
 		return
 	}
-	if rv, err := strconv.ParseUint(cw.resourceVersion, 10, 64); deleted || err != nil || rv >= wr.resourceVersion {
+	if deleted || cw.unreadable || cw.resourceVersion >= wr.resourceVersion {
 		delete(w.written, key)
 	}
 }
@@ -142,22 +147,22 @@ func (w *workloadScales) get(gr schema.GroupResource, ns, name string) (*autosca
 		return nil, false
 	}
 	cw, ok := obj.(*cachedWorkload)
-	if !ok || cw.selectorErr {
+	if !ok || cw.unreadable {
 		return nil, false
 	}
+	rv := cw.resourceVersion
 	sc := &autoscalingv1.Scale{
-		ObjectMeta: metav1.ObjectMeta{Name: cw.name, Namespace: cw.namespace, ResourceVersion: cw.resourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: cw.name, Namespace: cw.namespace},
 		Spec:       autoscalingv1.ScaleSpec{Replicas: cw.replicas},
 		Status:     autoscalingv1.ScaleStatus{Replicas: cw.statusReplicas, Selector: cw.selector},
 	}
 	key := writtenKey(gr, ns, name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if wr, ok := w.written[key]; ok {
-		if rv, err := strconv.ParseUint(cw.resourceVersion, 10, 64); err == nil && rv < wr.resourceVersion {
-			sc.Spec.Replicas, sc.ResourceVersion = wr.replicas, strconv.FormatUint(wr.resourceVersion, 10)
-		}
+	if wr, ok := w.written[key]; ok && rv < wr.resourceVersion {
+		sc.Spec.Replicas, rv = wr.replicas, wr.resourceVersion
 	}
+	sc.ResourceVersion = strconv.FormatUint(rv, 10)
 	return sc, true
 }
 

@@ -93,7 +93,7 @@ func TestScaleFromWorkloadCache(t *testing.T) {
 	}
 
 	// Someone scales to 6 after our write: the cache has it, the overlay goes.
-	f.ctrl.workloads.caughtUp(deploymentsGR, &cachedWorkload{name: "workers", namespace: "default", resourceVersion: "9"}, false)
+	f.ctrl.workloads.caughtUp(deploymentsGR, &cachedWorkload{name: "workers", namespace: "default", resourceVersion: 9}, false)
 	if sc, _ := f.ctrl.workloads.get(deploymentsGR, "default", "workers"); sc.Spec.Replicas != 8 {
 		t.Errorf("an older event dropped the write: %d replicas", sc.Spec.Replicas)
 	}
