@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"os"
 	"runtime"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -293,4 +293,30 @@ func TestCacheKeepsNoHistory(t *testing.T) {
 	if got := writes() - before; got != 1 {
 		t.Errorf("past the history sync interval: %d status writes, want 1", got)
 	}
+}
+
+// BenchmarkStatusCompare: what deciding "no status write" costs, by a
+// semantic comparison of the two statuses and by their fingerprints.
+func BenchmarkStatusCompare(b *testing.B) {
+	typed, err := typedMetricAutoscaler(cachedMetricAutoscaler(b, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stored := typed.(*v1alpha1.MetricAutoscaler).Status
+	next := *stored.DeepCopy()
+	b.Run("semantic", func(b *testing.B) {
+		for b.Loop() {
+			if !apiequality.Semantic.DeepEqual(withoutHistory(stored), withoutHistory(next)) {
+				b.Fatal("differ")
+			}
+		}
+	})
+	b.Run("fingerprint", func(b *testing.B) {
+		want := fingerprint(withoutHistory(stored))
+		for b.Loop() {
+			if fingerprint(withoutHistory(next)) != want {
+				b.Fatal("differ")
+			}
+		}
+	})
 }
