@@ -18,6 +18,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,7 +272,9 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if err != nil {
 		return 0, actionNone, fmt.Errorf("decoding MetricAutoscaler %s/%s: %w", ns, name, err)
 	}
-	ma := typed.(*v1alpha1.MetricAutoscaler).DeepCopy()
+	// Read only: the core copies what it changes, and the status is written
+	// from a new object.
+	ma := typed.(*v1alpha1.MetricAutoscaler)
 	period := 15 * time.Second
 	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
 		period = ma.Spec.SyncPeriod.Duration
@@ -279,9 +282,8 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if ma.Spec.Paused {
 		return period, actionNone, nil
 	}
-	ma.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kindMA))
 	hist := c.recall(key, ma.UID, func() behavior.History { return history.FromStatus(ma.Status.History) })
-	hpa := ma.HPA()
+	hpa := ma.HPAView()
 	// Scale to zero is always on for MetricAutoscalers.
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
@@ -304,8 +306,12 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {
 		return period, action(res), res.Err
 	}
-	ma.Status = status
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	// The status subresource takes the status alone (the API server keeps
+	// the rest of the stored object); the version guards against a stale
+	// cache.
+	out := &v1alpha1.MetricAutoscaler{TypeMeta: ma.TypeMeta, Status: status,
+		ObjectMeta: metav1.ObjectMeta{Name: ma.Name, Namespace: ma.Namespace, UID: ma.UID, ResourceVersion: ma.ResourceVersion}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(out)
 	if err != nil {
 		return period, action(res), err
 	}
@@ -328,13 +334,14 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	if !exists {
 		return actionNone, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
 	}
-	hpa := obj.(*autoscalingv2.HorizontalPodAutoscaler).DeepCopy()
+	cached := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+	hpa := cached.DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
 	hist := c.recall(key, hpa.UID, func() behavior.History { return behavior.History{} })
 	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
-	if !res.StatusChanged {
+	if apiequality.Semantic.DeepEqual(cached.Status, res.Status) {
 		return action(res), res.Err
 	}
 	hpa.Status = res.Status
@@ -357,6 +364,7 @@ func typedMetricAutoscaler(obj any) (any, error) {
 		return nil, err
 	}
 	ma.ManagedFields = nil
+	ma.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kindMA))
 	internStrings(ma)
 	return ma, nil
 }

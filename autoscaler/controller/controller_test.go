@@ -98,6 +98,21 @@ func newFixture(t *testing.T, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "MetricAutoscalerList"},
 		&unstructured.Unstructured{Object: u})
+	// The status subresource as the API server serves it: the status of
+	// the request on the rest of the stored object.
+	f.dyn.PrependReactor("update", "metricautoscalers", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := a.(core.UpdateAction).GetObject().(*unstructured.Unstructured)
+		stored, err := f.dyn.Tracker().Get(v1alpha1.GroupVersionResource, in.GetNamespace(), in.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		out := stored.(*unstructured.Unstructured).DeepCopy()
+		out.Object["status"] = in.Object["status"]
+		return true, out, f.dyn.Tracker().Update(v1alpha1.GroupVersionResource, out, in.GetNamespace())
+	})
 	f.scales = &scalefake.FakeScaleClient{}
 	f.scales.AddReactor("get", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, &autoscalingv1.Scale{

@@ -16,7 +16,6 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -129,7 +128,6 @@ type Plan struct {
 	Explain Explanation
 
 	hpa       *autoscalingv2.HorizontalPodAutoscaler
-	original  *autoscalingv2.HorizontalPodAutoscalerStatus
 	history   behavior.History
 	clock     behavior.Clock
 	events    []Event
@@ -157,14 +155,12 @@ type Result struct {
 	// Err is the reconcile's error, if any; a reconcile can rescale and
 	// still report an error (a failing metric beside one that scaled up).
 	Err error
-	// Status is the status to store; StatusChanged says it differs from
-	// the one read.
-	Status        autoscalingv2.HorizontalPodAutoscalerStatus
-	StatusChanged bool
-	History       behavior.History
-	Events        []Event
-	Metrics       []MetricResult
-	Explain       Explanation
+	// Status is the status to store.
+	Status  autoscalingv2.HorizontalPodAutoscalerStatus
+	History behavior.History
+	Events  []Event
+	Metrics []MetricResult
+	Explain Explanation
 	// Fallback is the status.fallback to store (nil without spec.fallback).
 	Fallback *v1alpha1.FallbackStatus
 	// ScaleToZero is the status.scaleToZero to store (nil without
@@ -188,7 +184,6 @@ func Decide(ctx context.Context, in Input) *Plan {
 	defaults.Spec(&hpa.Spec)
 	p := &Plan{
 		hpa:      hpa,
-		original: hpa.Status.DeepCopy(),
 		history:  in.History.DeepCopy(),
 		clock:    ticking(in.Now),
 		gates:    in.Settings.Gates,
@@ -367,7 +362,6 @@ func (p *Plan) FinishDryRun() Result {
 
 func (p *Plan) complete(res Result) Result {
 	res.Status = p.hpa.Status
-	res.StatusChanged = !apiequality.Semantic.DeepEqual(p.original, &p.hpa.Status)
 	res.History = p.history
 	res.Events = p.events
 	res.Fallback = p.fallback

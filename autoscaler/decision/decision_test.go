@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"testing"
 	"time"
 
@@ -222,7 +223,7 @@ func TestDecide(t *testing.T) {
 			if tc.wantNilMetric && res.Status.CurrentMetrics != nil {
 				t.Errorf("currentMetrics %v, want none", res.Status.CurrentMetrics)
 			}
-			if tc.wantRescaled && (res.Status.LastScaleTime == nil || !res.StatusChanged) {
+			if tc.wantRescaled && (res.Status.LastScaleTime == nil || apiequality.Semantic.DeepEqual(tc.hpa.Status, res.Status)) {
 				t.Errorf("a rescale must set lastScaleTime and change the status")
 			}
 		})

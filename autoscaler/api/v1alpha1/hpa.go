@@ -5,7 +5,13 @@ import autoscalingv2 "k8s.io/api/autoscaling/v2"
 // HPA is the HorizontalPodAutoscaler the decision core sees for a
 // MetricAutoscaler: the same spec and status fields, deep-copied.
 func (ma *MetricAutoscaler) HPA() *autoscalingv2.HorizontalPodAutoscaler {
-	c := ma.DeepCopy()
+	return ma.DeepCopy().HPAView()
+}
+
+// HPAView is HPA without the copy: it shares memory with ma, for a reader
+// that copies before it writes (decision.Decide does).
+func (ma *MetricAutoscaler) HPAView() *autoscalingv2.HorizontalPodAutoscaler {
+	c := ma
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: c.ObjectMeta,
 		Spec:       c.Spec.HPASpec(),
