@@ -285,7 +285,8 @@ func Run(ctx context.Context, o *Options) error {
 	// The pod cache has a factory of its own, started at the first reconcile that reads pods.
 	podInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	inf := controller.Informers{
-		MetricAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(v1alpha1.GroupVersionResource).Informer(),
+		// Read by key only: no namespace index.
+		MetricAutoscalers: dynamicinformer.NewFilteredDynamicInformer(dyn, v1alpha1.GroupVersionResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
 		Pods:              podInformers.Core().V1().Pods().Informer(),
 		StartPods:         func() { podInformers.Start(ctx.Done()) },
 	}

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	clienttesting "k8s.io/client-go/testing"
 	"os"
 	"runtime"
 	"strings"
@@ -185,6 +187,8 @@ func BenchmarkCacheBytes(b *testing.B) {
 		{"pod/trimmed", pod, TrimCached},
 		{"metricautoscaler/unstructured", func(b *testing.B, i int) any { return cachedMetricAutoscaler(b, i) }, nil},
 		{"metricautoscaler/typed", func(b *testing.B, i int) any { return cachedMetricAutoscaler(b, i) }, typedMetricAutoscaler},
+		// What the controller keeps: the cached object and its memory of it.
+		{"metricautoscaler/trimmed-with-memo", func(b *testing.B, i int) any { return cachedMetricAutoscaler(b, i) }, (&Controller{memory: map[string]*memo{}}).trimMA},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			const n = 2000
@@ -265,7 +269,7 @@ func TestCacheKeepsNoHistory(t *testing.T) {
 	f.ctrl.mu.Lock()
 	m := f.ctrl.memory[kindMA+"/default/workers"]
 	f.ctrl.mu.Unlock()
-	if m == nil || len(m.history.Recommendations) != 1 || m.history.Recommendations[0].Replicas != 8 {
+	if m == nil || len(m.history.recs) != 1 || m.history.recs[0].replicas != 8 {
 		t.Fatalf("the memory does not hold the status's history: %+v", m)
 	}
 	f.reconcile(t) // scales 4 → 8 and saves the status
@@ -319,4 +323,36 @@ func BenchmarkStatusCompare(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestFailedScaleReadKeepsCurrentMetrics: the cache holds no decoded
+// currentMetrics, yet a reconcile that fails before computing metrics (the
+// scale unreadable) stores the ones it read, as kube-controller-manager does.
+func TestFailedScaleReadKeepsCurrentMetrics(t *testing.T) {
+	t.Parallel()
+	avg := resource.MustParse("12")
+	ma := metricAutoscaler(func(m *v1alpha1.MetricAutoscaler) {
+		m.Status.CurrentMetrics = []autoscalingv2.MetricStatus{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricStatus{
+			Metric:  autoscalingv2.MetricIdentifier{Name: "queue_messages_ready"},
+			Current: autoscalingv2.MetricValueStatus{AverageValue: &avg},
+		}}}
+	})
+	f := newFixture(t, ma, 4, 240)
+	obj, _, _ := f.ctrl.inf.MetricAutoscalers.GetIndexer().GetByKey("default/workers")
+	if cm := obj.(*v1alpha1.MetricAutoscaler).Status.CurrentMetrics; cm != nil {
+		t.Fatalf("the cache keeps decoded currentMetrics: %+v", cm)
+	}
+	f.scales.PrependReactor("get", "deployments", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
+		return true, nil, fmt.Errorf("scale unreadable")
+	})
+	if _, err := f.ctrl.reconcile(context.Background(), kindMA+"/default/workers"); err == nil {
+		t.Fatal("a reconcile with an unreadable scale reported no error")
+	}
+	st := f.stored(t).Status
+	if len(st.CurrentMetrics) != 1 || st.CurrentMetrics[0].External == nil || st.CurrentMetrics[0].External.Current.AverageValue.Cmp(avg) != 0 {
+		t.Errorf("currentMetrics after a failed scale read: %+v, want the stored ones (12)", st.CurrentMetrics)
+	}
+	if st.Targets != "12/30 (avg)" {
+		t.Errorf("targets column %q, want \"12/30 (avg)\"", st.Targets)
+	}
 }

@@ -97,12 +97,16 @@ type Informers struct {
 // memo is what the controller remembers of one object between reconciles.
 type memo struct {
 	uid          types.UID
-	history      behavior.History
+	history      packedHistory
 	historySaved time.Time
 	// storedHistory and storedStatus fingerprint the status the API
 	// server holds, its history (the cache keeps no copy of it: see trimMA)
 	// and the rest, so that a reconcile compares a hash, not the objects.
 	storedHistory, storedStatus uint64
+	// storedMetrics is the stored status.currentMetrics, as JSON (a
+	// quarter of the decoded form): a reconcile that ends before computing
+	// metrics keeps them, as kube-controller-manager keeps an HPA's.
+	storedMetrics []byte
 }
 
 // Controller reconciles autoscalers.
@@ -297,6 +301,17 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 
 	now := c.clock.Now()
 	m := c.remember(key, ma.UID, res.History)
+	if res.CurrentMetricsCarried {
+		c.mu.Lock()
+		stored := m.storedMetrics
+		c.mu.Unlock()
+		res.Status.CurrentMetrics = nil
+		if stored != nil {
+			if err := json.Unmarshal(stored, &res.Status.CurrentMetrics); err != nil {
+				return period, action(res), fmt.Errorf("decoding the stored metrics of MetricAutoscaler %s/%s: %w", ns, name, err)
+			}
+		}
+	}
 	status := maStatus(ma, res, history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
 	rec.Done(res, &status)
 	storedHistory, storedStatus := fingerprint(status.History), fingerprint(withoutHistory(status))
@@ -322,6 +337,10 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	}
 	c.mu.Lock()
 	m.historySaved, m.storedHistory, m.storedStatus = now, storedHistory, storedStatus
+	m.storedMetrics = nil
+	if len(status.CurrentMetrics) > 0 {
+		m.storedMetrics, _ = json.Marshal(status.CurrentMetrics)
+	}
 	c.mu.Unlock()
 	return period, action(res), res.Err
 }
@@ -375,6 +394,9 @@ func typedMetricAutoscaler(obj any) (any, error) {
 // when first seen; the cache keeps only a fingerprint of the stored one, to
 // know when it needs saving.
 func (c *Controller) trimMA(obj any) (any, error) {
+	if _, done := obj.(*v1alpha1.MetricAutoscaler); done {
+		return obj, nil // trimmed already: only the cache holds typed ones
+	}
 	out, err := typedMetricAutoscaler(obj)
 	ma, ok := out.(*v1alpha1.MetricAutoscaler)
 	if err != nil || !ok {
@@ -385,12 +407,23 @@ func (c *Controller) trimMA(obj any) (any, error) {
 	c.mu.Lock()
 	m, ok := c.memory[key]
 	if !ok || m.uid != ma.UID {
-		m = &memo{uid: ma.UID, history: history.FromStatus(ma.Status.History)}
+		m = &memo{uid: ma.UID, history: packHistory(history.FromStatus(ma.Status.History))}
+		// Saved about when its newest entry was made: a restart does not
+		// make every history look stale (and the first pass write them all).
+		m.historySaved = m.history.latest()
 		c.memory[key] = m
 	}
 	m.storedHistory, m.storedStatus = storedHistory, storedStatus
+	m.storedMetrics = nil
+	if len(ma.Status.CurrentMetrics) > 0 {
+		m.storedMetrics, _ = json.Marshal(ma.Status.CurrentMetrics)
+	}
 	c.mu.Unlock()
-	ma.Status.History = nil
+	// Only what a reconcile reads stays: the rest of the status is made
+	// anew by each reconcile, and labels and annotations (kubectl's
+	// last-applied configuration among them) are read by none.
+	ma.Status.History, ma.Status.CurrentMetrics, ma.Status.Reference, ma.Status.Targets, ma.Status.MetricProposals = nil, nil, "", "", nil
+	ma.Labels, ma.Annotations = nil, nil
 	return ma, nil
 }
 
@@ -420,7 +453,7 @@ func (c *Controller) recall(key string, uid types.UID, load func() behavior.Hist
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m, ok := c.memory[key]; ok && m.uid == uid {
-		return m.history
+		return m.history.unpack()
 	}
 	return load()
 }
@@ -433,7 +466,7 @@ func (c *Controller) remember(key string, uid types.UID, h behavior.History) *me
 		m = &memo{uid: uid}
 		c.memory[key] = m
 	}
-	m.history = h
+	m.history = packHistory(h)
 	return m
 }
 

@@ -171,8 +171,13 @@ func (f *fixture) stored(t *testing.T) *v1alpha1.MetricAutoscaler {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma); err != nil {
 		t.Fatal(err)
 	}
-	// Let the informer see the write, as the next reconcile would.
-	if err := f.ctrl.inf.MetricAutoscalers.GetIndexer().Update(u); err != nil {
+	// Let the informer see the write, as the next reconcile would, through
+	// its transform.
+	cached, err := f.ctrl.trimMA(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ctrl.inf.MetricAutoscalers.GetIndexer().Update(cached); err != nil {
 		t.Fatal(err)
 	}
 	return ma

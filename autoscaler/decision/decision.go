@@ -127,7 +127,9 @@ type Plan struct {
 	// Explain is how the decision was reached.
 	Explain Explanation
 
-	hpa       *autoscalingv2.HorizontalPodAutoscaler
+	hpa *autoscalingv2.HorizontalPodAutoscaler
+	// statusSet: setStatus ran (status.currentMetrics is this reconcile's).
+	statusSet bool
 	history   behavior.History
 	clock     behavior.Clock
 	events    []Event
@@ -156,11 +158,14 @@ type Result struct {
 	// still report an error (a failing metric beside one that scaled up).
 	Err error
 	// Status is the status to store.
-	Status  autoscalingv2.HorizontalPodAutoscalerStatus
-	History behavior.History
-	Events  []Event
-	Metrics []MetricResult
-	Explain Explanation
+	Status autoscalingv2.HorizontalPodAutoscalerStatus
+	// CurrentMetricsCarried says Status.CurrentMetrics is the input's, as
+	// read (the reconcile ended before the metrics were computed).
+	CurrentMetricsCarried bool
+	History               behavior.History
+	Events                []Event
+	Metrics               []MetricResult
+	Explain               Explanation
 	// Fallback is the status.fallback to store (nil without spec.fallback).
 	Fallback *v1alpha1.FallbackStatus
 	// ScaleToZero is the status.scaleToZero to store (nil without
@@ -362,6 +367,7 @@ func (p *Plan) FinishDryRun() Result {
 
 func (p *Plan) complete(res Result) Result {
 	res.Status = p.hpa.Status
+	res.CurrentMetricsCarried = !p.statusSet
 	res.History = p.history
 	res.Events = p.events
 	res.Fallback = p.fallback
@@ -685,6 +691,7 @@ func (p *Plan) setLimited(lim behavior.Limit, before int32) {
 // setStatus rewrites the status around its conditions and last scale time.
 func (p *Plan) setStatus(current, desired int32, rescaled bool) {
 	s := &p.hpa.Status
+	p.statusSet = true
 	*s = autoscalingv2.HorizontalPodAutoscalerStatus{
 		CurrentReplicas: current,
 		DesiredReplicas: desired,
