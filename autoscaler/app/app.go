@@ -472,7 +472,7 @@ func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interf
 	if err != nil {
 		return nil, err
 	}
-	return &metricsource.REST{Resource: res, Custom: customclient.NewForConfig(cfg, mapper, apis), External: ext}, nil
+	return &metricsource.REST{Resource: res, Custom: customclient.NewForConfig(cfg, mapper, apis), External: ext, Observe: controller.ObserveMetricRead}, nil
 }
 
 func serve(ctx context.Context, addr string, h http.Handler) (*http.Server, error) {

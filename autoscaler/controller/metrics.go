@@ -25,10 +25,27 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind", "action", "error"})
+	metricReadDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      "metricscale",
+		Subsystem:      "autoscaler",
+		Name:           "metric_read_duration_seconds",
+		Help:           "Time one read of a metrics API took, through the API server's aggregation layer, by API (resource, custom, external) and error (none, failed).",
+		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"api", "error"})
 )
 
 func init() {
-	legacyregistry.MustRegister(reconciliations, reconciliationDuration)
+	legacyregistry.MustRegister(reconciliations, reconciliationDuration, metricReadDuration)
+}
+
+// ObserveMetricRead records a read of a metrics API (for metricsource.REST).
+func ObserveMetricRead(api string, took time.Duration, err error) {
+	errLabel := "none"
+	if err != nil {
+		errLabel = "failed"
+	}
+	metricReadDuration.WithLabelValues(api, errLabel).Observe(took.Seconds())
 }
 
 func observeReconcile(kind, action string, err error, took time.Duration) {

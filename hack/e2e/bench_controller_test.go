@@ -199,9 +199,12 @@ func TestControllerBenchmark(t *testing.T) {
 		body, _ := adminGet(adapterAddr + "/metrics")
 		return buckets(body, "apiserver_request_duration_seconds", `group="external.metrics.k8s.io"`)
 	}
+	// kube-apiserver has no request metrics for what it proxies to an
+	// APIService: the autoscaler's own timing of its reads is the latency
+	// through the aggregator.
 	aggregatorLatency := func() map[float64]float64 {
-		body, _ := adminGet(cluster.Config.Host + "/metrics")
-		return buckets(body, "apiserver_request_duration_seconds", `group="external.metrics.k8s.io"`)
+		body, _ := adminGet(ours.metrics)
+		return buckets(body, "metricscale_autoscaler_metric_read_duration_seconds", `api="external"`)
 	}
 	o0, k0 := read(ours), read(kcm)
 	ad0, api0 := cpuOf(t, adapterPid), cpuOf(t, apiserverPid)
@@ -262,7 +265,7 @@ func TestControllerBenchmark(t *testing.T) {
 	reads := (o1.reconciles - o0.reconciles) + (k1.reconciles - k0.reconciles)
 	fmt.Printf("over the steady window, %d External metric reads (%.0f/s) through the aggregator:\n", reads, float64(reads)/window.Seconds())
 	fmt.Printf("  metricscale-adapter: %.2f CPU s (%.0f%% of a core), p50 %s, p99 %s\n", ad1-ad0, (ad1-ad0)/window.Seconds()*100, quantile(adL0, adL1, 0.5), quantile(adL0, adL1, 0.99))
-	fmt.Printf("  kube-apiserver (aggregator and everything else): %.2f CPU s (%.0f%% of a core); external.metrics.k8s.io p50 %s, p99 %s\n\n", api1-api0, (api1-api0)/window.Seconds()*100, quantile(agL0, agL1, 0.5), quantile(agL0, agL1, 0.99))
+	fmt.Printf("  kube-apiserver (aggregator and everything else): %.2f CPU s (%.0f%% of a core); metricscale-autoscaler's External reads through it p50 %s, p99 %s\n\n", api1-api0, (api1-api0)/window.Seconds()*100, quantile(agL0, agL1, 0.5), quantile(agL0, agL1, 0.99))
 }
 
 type target struct {
