@@ -312,13 +312,21 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 			}
 		}
 	}
-	status := maStatus(ma, res, history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now))
-	rec.Done(res, &status)
-	storedHistory, storedStatus := fingerprint(status.History), fingerprint(withoutHistory(status))
+	// The history changes at nearly every reconcile (a new recommendation)
+	// and is saved at most every HistorySyncInterval when nothing else
+	// changes: it is made and compared only when it may be written.
+	status := maStatus(ma, res, nil)
+	storedStatus := fingerprint(status)
 	c.mu.Lock()
-	sameVisible, sameHistory := storedStatus == m.storedStatus, storedHistory == m.storedHistory
+	sameVisible, fresh, stored := storedStatus == m.storedStatus, now.Sub(m.historySaved) < c.cfg.HistorySyncInterval, m.storedHistory
 	c.mu.Unlock()
-	if sameVisible && (sameHistory || now.Sub(m.historySaved) < c.cfg.HistorySyncInterval) {
+	if sameVisible && fresh && rec == nil {
+		return period, action(res), res.Err
+	}
+	status.History = history.ToStatus(res.History, &hpa.Spec, c.cfg.Settings.DownscaleStabilizationWindow, now)
+	rec.Done(res, &status)
+	storedHistory := fingerprint(status.History)
+	if sameVisible && (fresh || storedHistory == stored) {
 		return period, action(res), res.Err
 	}
 	// The status subresource takes the status alone (the API server keeps

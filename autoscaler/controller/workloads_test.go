@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -130,3 +133,33 @@ func TestScaleCacheFallsBack(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// BenchmarkSteadyReconcile: the controller's own cost of one reconcile of
+// a steady MetricAutoscaler (scale from the workload cache, metric from an
+// in-memory source, no write): everything but the metric read's request.
+func BenchmarkSteadyReconcile(b *testing.B) {
+	t := &testing.T{}
+	f := newFixture(t, metricAutoscaler(func(m *v1alpha1.MetricAutoscaler) { m.Spec.SyncPeriod = &metav1.Duration{Duration: 15 * time.Second} }), 8, 240)
+	withWorkloadCache(t, f, deployment("10", 8, 8))
+	f.ctrl.cfg.HistorySyncInterval = 5 * time.Minute // the default
+	ctx := context.Background()
+	for range 3 { // reach the steady state: scaled, status stored
+		if _, err := f.ctrl.reconcile(ctx, kindMA+"/default/workers"); err != nil {
+			b.Fatal(err)
+		}
+		f.stored(t)
+		f.clock.Step(15 * time.Second)
+	}
+	writes := len(f.dyn.Actions())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.ctrl.reconcile(ctx, kindMA+"/default/workers"); err != nil {
+			b.Fatal(err)
+		}
+		f.clock.Step(15 * time.Second)
+	}
+	b.StopTimer()
+	if got := len(f.dyn.Actions()) - writes; got > b.N/10+1 {
+		b.Fatalf("%d API actions in %d steady reconciles", got, b.N)
+	}
+}
