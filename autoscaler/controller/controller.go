@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,11 @@ type memo struct {
 	// quarter of the decoded form): a reconcile that ends before computing
 	// metrics keeps them, as kube-controller-manager keeps an HPA's.
 	storedMetrics []byte
+	// written is the object as the controller's last status write left it,
+	// until the cache has caught up with it: a reconcile right after
+	// another (as the change feed queues them) reads the status it wrote,
+	// not the one before, and writes on its version.
+	written *v1alpha1.MetricAutoscaler
 }
 
 // Controller reconciles autoscalers.
@@ -278,7 +284,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	}
 	// Read only: the core copies what it changes, and the status is written
 	// from a new object.
-	ma := typed.(*v1alpha1.MetricAutoscaler)
+	ma := c.freshest(key, typed.(*v1alpha1.MetricAutoscaler))
 	period := 15 * time.Second
 	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
 		period = ma.Spec.SyncPeriod.Duration
@@ -338,12 +344,16 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if err != nil {
 		return period, action(res), err
 	}
-	_, err = c.clients.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	written, err := c.clients.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	if err != nil {
 		c.recorder.Event(ma, corev1.EventTypeWarning, "FailedUpdateStatus", err.Error())
 		return period, action(res), errors.Join(res.Err, fmt.Errorf("updating status of MetricAutoscaler %s/%s: %w", ns, name, err))
 	}
+	storedObj, _ := typedMetricAutoscaler(written)
 	c.mu.Lock()
+	if f, ok := storedObj.(*v1alpha1.MetricAutoscaler); ok {
+		m.written = trimmed(f)
+	}
 	m.historySaved, m.storedHistory, m.storedStatus = now, storedHistory, storedStatus
 	m.storedMetrics = nil
 	if len(status.CurrentMetrics) > 0 {
@@ -427,12 +437,41 @@ func (c *Controller) trimMA(obj any) (any, error) {
 		m.storedMetrics, _ = json.Marshal(ma.Status.CurrentMetrics)
 	}
 	c.mu.Unlock()
-	// Only what a reconcile reads stays: the rest of the status is made
-	// anew by each reconcile, and labels and annotations (kubectl's
-	// last-applied configuration among them) are read by none.
+	return trimmed(ma), nil
+}
+
+// trimmed keeps of ma what a reconcile reads: the rest of the status is
+// made anew by each reconcile, and labels and annotations (kubectl's
+// last-applied configuration among them) are read by none.
+func trimmed(ma *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
 	ma.Status.History, ma.Status.CurrentMetrics, ma.Status.Reference, ma.Status.Targets, ma.Status.MetricProposals = nil, nil, "", "", nil
 	ma.Labels, ma.Annotations = nil, nil
-	return ma, nil
+	return ma
+}
+
+// freshest is the cached object, or the one the last status write left
+// when the cache has not seen that write yet.
+func (c *Controller) freshest(key string, cached *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.memory[key]
+	if !ok || m.written == nil {
+		return cached
+	}
+	w := m.written
+	if w.UID == cached.UID && olderVersion(cached.ResourceVersion, w.ResourceVersion) {
+		return w
+	}
+	m.written = nil
+	return cached
+}
+
+// olderVersion says a is an older resource version than b (both numbers,
+// as etcd's are; anything else is not older).
+func olderVersion(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // fingerprint identifies a status, or its history, as the API server
