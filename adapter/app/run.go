@@ -119,7 +119,7 @@ func (o *Options) Run(ctx context.Context) error {
 	gc.Authentication.Authenticator = restrictAnonymous(gc.Authentication.Authenticator, healthPaths)
 	buildChain := gc.BuildHandlerChainFunc
 	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
-		return buildChain(validateSelectors(apiHandler), c)
+		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
 	}
 	if hub != nil {
 		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)
