@@ -13,10 +13,17 @@ import (
 // (see fastpath.Config.EncodedCacheBytes).
 const encodedCacheBytes = 64 << 20
 
-// withFastPath puts the fast path for external metric lists in front of the
+// metricSource is the provider registry, as the fast path asks it.
+type metricSource interface {
+	fastpath.ExternalSource
+	fastpath.CustomSource
+}
+
+// withFastPath puts the fast path for external metric lists and custom metrics of
+// selected objects in front of the
 // generic handler chain, unless --fast-path=false or the generic config
 // uses a filter the fast path would skip (then it says which).
-func (o *Options) withFastPath(chain http.Handler, c *genericConfig, ext fastpath.ExternalSource) http.Handler {
+func (o *Options) withFastPath(chain http.Handler, c *genericConfig, src metricSource) http.Handler {
 	if !o.FastPath {
 		return chain
 	}
@@ -30,7 +37,8 @@ func (o *Options) withFastPath(chain http.Handler, c *genericConfig, ext fastpat
 		RequestInfoResolver: c.RequestInfoResolver,
 		Serializer:          c.Serializer,
 		APISerializer:       apiserver.Codecs,
-		External:            ext,
+		External:            src,
+		Custom:              src,
 		MaxInflight:         c.MaxRequestsInFlight,
 		RequestTimeout:      c.RequestTimeout,
 		WaitGroup:           c.NonLongRunningRequestWaitGroup,

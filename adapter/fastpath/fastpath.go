@@ -1,39 +1,43 @@
-// Package fastpath serves the adapter's hottest read, an external metric
-// list (GET /apis/external.metrics.k8s.io/v1beta1/namespaces/NS/METRIC,
-// optionally ?labelSelector=...), in front of the generic API server's
-// handler chain, with the chain's own authenticator, authorizer, request
-// info resolver, serializers and error writers.
+// Package fastpath serves the adapter's hottest reads in front of the
+// generic API server's handler chain, with the chain's own authenticator,
+// authorizer, request info resolver, serializers and error writers:
 //
-// Why: the generic chain costs more than the query itself for a cached
-// answer (a goroutine and a timer per request for the timeout filter, the
-// request info parsed twice, audit and flow-control plumbing, go-restful
-// routing, parameter decoding through the scheme): about half the adapter's
-// CPU per query in `go test -bench ExternalQuery ./adapter/bench/`.
+//	GET /apis/external.metrics.k8s.io/v1beta1/namespaces/NS/METRIC[?labelSelector=S]
+//	GET /apis/custom.metrics.k8s.io/VERSION/namespaces/NS/RESOURCE/*/METRIC[?labelSelector=S][&metricLabelSelector=M]
+//
+// Why: the generic chain cost more than a cached query itself (a goroutine
+// and a timer per request for the timeout filter, the request info parsed
+// twice, audit and flow-control plumbing, go-restful routing, parameter
+// decoding through the scheme): about half the adapter's CPU per query in
+// `go test -bench ExternalQuery ./adapter/bench/`.
 //
 // What it does not fully understand goes to the chain unchanged: any method
-// but GET, any path but that one (after the resolver agrees on it), any
-// query parameter but one labelSelector, a selector that does not parse
-// (the chain's 400), impersonation headers, Accept types other than JSON and
-// protobuf or with parameters (tables, partial metadata), verbose request
-// logging (klog -v 3 and up, which the chain's HTTP logger serves), a full
-// in-flight bound, and a server shutting down. The App wires it only when
-// the generic config has nothing the fast path would skip (audit, tracing,
-// flow control, CORS, HSTS, API audiences, GOAWAY chance, Retry-After at
-// shutdown): see Eligible.
+// but GET, any other path (or one the resolver reads differently), any
+// other query parameter or a repeated one, a selector that does not parse
+// (the chain's 400 names it), impersonation headers, Accept types other
+// than JSON and protobuf or with parameters (tables, partial metadata),
+// verbose request logging (klog -v 3 and up, which the chain's HTTP logger
+// serves), a full in-flight bound, and a server shutting down. The adapter
+// wires it only when the generic config has nothing the fast path would
+// skip (audit, tracing, flow control, CORS, HSTS, API audiences, GOAWAY
+// chance, Retry-After at shutdown): see Eligible.
 //
 // Answers are the chain's: the same 401 and 403 bodies (the chain's writers
 // are called), the same provider errors (ErrorNegotiated), the same encoding
-// (SerializeObject with the negotiated serializer, gzip over 128 KiB), the
-// same Audit-Id and Cache-Control headers, and the same
-// apiserver_request_* and metric freshness metrics.
+// (SerializeObject with the negotiated serializer, gzip from 128 KiB), the
+// same Audit-Id and Cache-Control headers, and the same apiserver_request_*
+// and metric freshness metrics. Never anonymous: an anonymous user goes to
+// the chain, which refuses it outside the health paths.
 package fastpath
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"weak"
@@ -42,6 +46,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilwaitgroup "k8s.io/apimachinery/pkg/util/waitgroup"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
@@ -57,6 +62,9 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/tracing"
 	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	custommetricsv1beta1 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta1"
+	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
@@ -84,6 +92,9 @@ type Config struct {
 	// Codecs), for answers and provider errors.
 	APISerializer runtime.NegotiatedSerializer
 	External      ExternalSource
+	// Custom, if set, also serves custom metrics of objects selected by
+	// labels (RESOURCE/*/METRIC).
+	Custom CustomSource
 	// MaxInflight bounds the requests the fast path serves at once; beyond
 	// it, requests go to the chain, which applies its own bound (so at most
 	// twice --max-requests-inflight read requests run in all).
@@ -98,9 +109,24 @@ type Config struct {
 	EncodedCacheBytes int
 }
 
-const externalPrefix = "/apis/" + external_metrics.GroupName + "/v1beta1/namespaces/"
+// CustomSource answers custom metric queries for objects selected by labels:
+// the provider registry.
+type CustomSource interface {
+	GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error)
+}
 
-var externalGV = externalv1beta1.SchemeGroupVersion
+const (
+	externalPrefix = "/apis/" + external_metrics.GroupName + "/v1beta1/namespaces/"
+	customPrefix   = "/apis/" + custom_metrics.GroupName + "/"
+)
+
+var (
+	externalGV     = externalv1beta1.SchemeGroupVersion
+	customVersions = map[string]schema.GroupVersion{"v1beta1": custommetricsv1beta1.SchemeGroupVersion, "v1beta2": custommetricsv1beta2.SchemeGroupVersion}
+	errNotFastPath = errors.New("not for the fast path")
+	externalParams = []string{"labelSelector"}
+	customParams   = []string{"labelSelector", "metricLabelSelector"}
+)
 
 // Handler is the fast path; anything it does not serve goes to Next.
 type Handler struct {
@@ -110,7 +136,7 @@ type Handler struct {
 	inflight  chan struct{}
 	selectors *selectorCache
 	encoded   *encodedCache
-	freshness cmmetrics.FreshnessObserver
+	freshness map[string]cmmetrics.FreshnessObserver // by API group
 	served    metrics.CounterMetric
 	chained   metrics.CounterMetric
 }
@@ -123,14 +149,17 @@ func New(next http.Handler, c Config) *Handler {
 	}
 	registerMetrics()
 	return &Handler{
-		served:  requests.WithLabelValues("fast"),
-		chained: requests.WithLabelValues("chain"),
-		next:    next, c: c,
+		next: next, c: c,
 		unauth:    genericapifilters.Unauthorized(c.Serializer),
 		inflight:  make(chan struct{}, n),
 		selectors: newSelectorCache(maxCachedSelectors),
 		encoded:   newEncodedCache(c.EncodedCacheBytes),
-		freshness: cmmetrics.NewFreshnessObserver(external_metrics.GroupName),
+		freshness: map[string]cmmetrics.FreshnessObserver{
+			external_metrics.GroupName: cmmetrics.NewFreshnessObserver(external_metrics.GroupName),
+			custom_metrics.GroupName:   cmmetrics.NewFreshnessObserver(custom_metrics.GroupName),
+		},
+		served:  requests.WithLabelValues("fast"),
+		chained: requests.WithLabelValues("chain"),
 	}
 }
 
@@ -165,12 +194,12 @@ func Eligible(c *genericapiserver.Config) string {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodGet || req.URL == nil || !strings.HasPrefix(req.URL.Path, externalPrefix) {
+	if req.URL == nil || !strings.HasPrefix(req.URL.Path, externalPrefix) && !(h.c.Custom != nil && strings.HasPrefix(req.URL.Path, customPrefix)) {
 		h.next.ServeHTTP(w, req)
 		return
 	}
-	q, ok := h.parse(req)
-	if !ok {
+	q, err := h.parse(req)
+	if err != nil {
 		h.toChain(w, req)
 		return
 	}
@@ -200,71 +229,132 @@ func (h *Handler) toChain(w http.ResponseWriter, req *http.Request) {
 // query is a request the fast path understood.
 type query struct {
 	info      *apirequest.RequestInfo
+	gv        schema.GroupVersion
 	namespace string
 	metric    string
+	resource  string // custom metrics: the described objects' resource
 	selector  labels.Selector
-	media     negotiation.MediaTypeOptions
+	metricSel labels.Selector // custom metrics: metricLabelSelector
 	encoding  runtime.SerializerInfo
 }
 
-// parse decides whether the fast path serves req.
-func (h *Handler) parse(req *http.Request) (query, bool) {
+// parse decides whether the fast path serves req: GET
+//
+//	/apis/external.metrics.k8s.io/v1beta1/namespaces/NS/METRIC[?labelSelector=S]
+//	/apis/custom.metrics.k8s.io/VERSION/namespaces/NS/RESOURCE/*/METRIC[?labelSelector=S][&metricLabelSelector=M]
+//
+// as the chain's resolver and router see them, with the chain's media type
+// negotiation choosing JSON or protobuf.
+func (h *Handler) parse(req *http.Request) (query, error) {
 	var q query
-	if req.URL.RawPath != "" {
-		return q, false
-	}
 	p := req.URL.Path
-	rest := p[len(externalPrefix):]
-	ns, metric, found := strings.Cut(rest, "/")
-	if !found || ns == "" || metric == "" || strings.Contains(metric, "/") || path.Clean(p) != p {
-		return q, false
+	// Clients escape the "*" of RESOURCE/*/METRIC (client-go sends %2A):
+	// any escaping is fine but an escaped "/", which would split the path
+	// differently from the chain's router.
+	if req.Method != http.MethodGet || path.Clean(p) != p || strings.Contains(req.URL.RawPath, "%2F") || strings.Contains(req.URL.RawPath, "%2f") {
+		return q, errNotFastPath
+	}
+	var (
+		parts  []string
+		params []string
+	)
+	if rest, ok := strings.CutPrefix(p, externalPrefix); ok {
+		parts = strings.Split(rest, "/")
+		if len(parts) != 2 {
+			return q, errNotFastPath
+		}
+		q.gv, q.namespace, q.metric, params = externalGV, parts[0], parts[1], externalParams
+	} else {
+		version, rest, _ := strings.Cut(p[len(customPrefix):], "/")
+		gv, ok := customVersions[version]
+		ns, ok2 := strings.CutPrefix(rest, "namespaces/")
+		if !ok || !ok2 {
+			return q, errNotFastPath
+		}
+		parts = strings.Split(ns, "/")
+		// RESOURCE "metrics" is the API's path for metrics of the
+		// namespace itself.
+		if len(parts) != 4 || parts[2] != "*" || parts[1] == "metrics" {
+			return q, errNotFastPath
+		}
+		q.gv, q.namespace, q.resource, q.metric, params = gv, parts[0], parts[1], parts[3], customParams
+	}
+	for _, part := range parts {
+		if part == "" {
+			return q, errNotFastPath
+		}
 	}
 	for k := range req.Header {
 		if strings.HasPrefix(k, "Impersonate-") {
-			return q, false
+			return q, errNotFastPath
 		}
 	}
 	if klog.V(3).Enabled() {
-		return q, false // the chain's HTTP logger logs every request at -v 3
+		return q, errNotFastPath // the chain's HTTP logger logs every request at -v 3
 	}
-	raw, ok := selectorParam(req.URL.RawQuery)
-	if !ok {
-		return q, false
-	}
-	sel, err := h.selectors.parse(raw)
+	values, err := queryParams(req.URL.RawQuery, params)
 	if err != nil {
-		return q, false // the chain answers 400 naming it
+		return q, err
+	}
+	// A selector that does not parse: the chain answers 400 naming it.
+	if q.selector, err = h.selectors.parse(values[0]); err != nil {
+		return q, err
+	}
+	if len(values) > 1 {
+		if q.metricSel, err = h.selectors.parse(values[1]); err != nil {
+			return q, err
+		}
 	}
 	media, enc, err := negotiation.NegotiateOutputMediaType(req, h.c.APISerializer, negotiation.DefaultEndpointRestrictions)
 	if err != nil || media.Convert != nil || media.Stream != "" || media.Export || media.UseServerVersion != "" || media.Profile != "" || len(media.Unrecognized) > 0 {
-		return q, false
+		return q, errNotFastPath
 	}
 	if enc.MediaType != runtime.ContentTypeJSON && enc.MediaType != runtime.ContentTypeProtobuf {
-		return q, false
+		return q, errNotFastPath
 	}
+	q.encoding = enc
 	info, err := h.c.RequestInfoResolver.NewRequestInfo(req)
-	if err != nil || !info.IsResourceRequest || info.Verb != "list" || info.APIGroup != external_metrics.GroupName ||
-		info.APIVersion != externalGV.Version || info.Namespace != ns || info.Resource != metric || info.Name != "" || info.Subresource != "" {
-		return q, false
+	if err != nil || !info.IsResourceRequest || info.APIGroup != q.gv.Group || info.APIVersion != q.gv.Version || info.Namespace != q.namespace {
+		return q, errNotFastPath
 	}
-	return query{info: info, namespace: ns, metric: metric, selector: sel, media: media, encoding: enc}, true
+	if q.resource == "" {
+		if info.Verb != "list" || info.Resource != q.metric || info.Name != "" || info.Subresource != "" {
+			return q, errNotFastPath
+		}
+	} else if info.Verb != "get" || info.Resource != q.resource || info.Name != "*" || info.Subresource != q.metric {
+		return q, errNotFastPath
+	}
+	q.info = info
+	return q, nil
 }
 
-// selectorParam returns the labelSelector of a query string holding it
-// alone (or nothing); ok is false for anything else.
-func selectorParam(rawQuery string) (string, bool) {
+// queryParams returns the values of the named parameters of a query string
+// ("" for absent ones), which may hold each at most once and nothing else.
+func queryParams(rawQuery string, names []string) ([]string, error) {
+	values := make([]string, len(names))
 	if rawQuery == "" {
-		return "", true
+		return values, nil
 	}
-	v, ok := strings.CutPrefix(rawQuery, "labelSelector=")
-	if !ok || strings.ContainsAny(v, "&;") {
-		return "", false
+	if strings.Contains(rawQuery, ";") {
+		return nil, errNotFastPath
 	}
-	s, err := url.QueryUnescape(v)
-	if err != nil {
-		return "", false
+	seen := 0
+	for rawQuery != "" {
+		var kv string
+		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		i := slices.Index(names, k)
+		if i < 0 || seen&(1<<i) != 0 {
+			return nil, errNotFastPath
+		}
+		seen |= 1 << i
+		s, err := url.QueryUnescape(v)
+		if err != nil {
+			return nil, errNotFastPath
+		}
+		values[i] = s
 	}
-	return s, true
+	return values, nil
 }
 
 // serve authenticates, authorizes and answers q, as the chain does.
@@ -318,45 +408,78 @@ func (h *Handler) serve(w http.ResponseWriter, req *http.Request, q query) {
 
 	rec := &statusRecorder{ResponseWriter: w}
 	h.answer(rec, req, q)
-	endpointsmetrics.MonitorRequest(req, "LIST", external_metrics.GroupName, externalGV.Version, "*", "*", "cluster", "external-metrics",
-		false, "", rec.status(), rec.size, time.Since(start))
+	// as custom-metrics-apiserver's installers instrument their routes
+	scope, component := "cluster", "external-metrics"
+	if q.resource != "" {
+		scope, component = "resource", "custom-metrics"
+	}
+	endpointsmetrics.MonitorRequest(req, "LIST", q.gv.Group, q.gv.Version, "*", "*", scope, component, false, "", rec.status(), rec.size, time.Since(start))
 }
 
-// answer queries the provider and writes its answer or error.
+// answer queries the provider and writes its answer or error, as the
+// chain's list handlers do.
 func (h *Handler) answer(w http.ResponseWriter, req *http.Request, q query) {
 	ctx := apirequest.WithNamespace(req.Context(), q.namespace)
-	list, err := h.c.External.GetExternalMetric(ctx, q.namespace, q.selector, provider.ExternalMetricInfo{Metric: q.metric})
-	if err != nil {
-		responsewriters.ErrorNegotiated(err, h.c.APISerializer, externalGV, w, req)
+	if q.resource != "" {
+		// custom-metrics-apiserver's REST.List for a wildcard name; its
+		// handler writes the provider's list as is.
+		list, err := h.c.Custom.GetMetricBySelector(ctx, q.namespace, q.selector,
+			provider.CustomMetricInfo{GroupResource: schema.ParseGroupResource(q.resource), Metric: q.metric, Namespaced: q.namespace != ""}, q.metricSel)
+		if err != nil {
+			responsewriters.ErrorNegotiated(err, h.c.APISerializer, q.gv, w, req)
+			return
+		}
+		fresh := h.freshness[custom_metrics.GroupName]
+		for i := range list.Items {
+			fresh.Observe(list.Items[i].Timestamp)
+		}
+		h.write(w, req, q, list, nil, 0)
 		return
 	}
+	list, err := h.c.External.GetExternalMetric(ctx, q.namespace, q.selector, provider.ExternalMetricInfo{Metric: q.metric})
+	if err != nil {
+		responsewriters.ErrorNegotiated(err, h.c.APISerializer, q.gv, w, req)
+		return
+	}
+	fresh := h.freshness[external_metrics.GroupName]
 	for i := range list.Items {
-		h.freshness.Observe(list.Items[i].Timestamp)
+		fresh.Observe(list.Items[i].Timestamp)
 	}
 	if list.Items == nil {
 		// as the chain's transformResponseObject: "items": [], not null
 		list = &external_metrics.ExternalMetricValueList{ListMeta: list.ListMeta, Items: []external_metrics.ExternalMetricValue{}}
 	}
-	encoder := h.c.APISerializer.EncoderForVersion(q.encoding.Serializer, externalGV)
-	if h.encoded.enabled() && len(list.Items) >= minCachedItems && list.ListMeta == (metav1.ListMeta{}) {
-		key := encodedKey{
-			first: weak.Make(&list.Items[0]), n: len(list.Items),
-			serializer: q.encoding.Serializer.Identifier(), acceptEncoding: req.Header.Get("Accept-Encoding"),
-		}
-		if e := h.encoded.get(key); e != nil {
-			e.writeTo(w)
-			return
-		}
-		rec := newCapture()
-		responsewriters.SerializeObject(q.encoding.MediaType, encoder, rec, req, http.StatusOK, list)
-		e := rec.entry()
-		if e.status == http.StatusOK {
-			h.encoded.put(key, e)
-		}
+	var first *external_metrics.ExternalMetricValue
+	if len(list.Items) > 0 && list.ListMeta == (metav1.ListMeta{}) {
+		first = &list.Items[0]
+	}
+	h.write(w, req, q, list, first, len(list.Items))
+}
+
+// write encodes obj as the chain's SerializeObject does (gzip included);
+// a large external list (first, n: its items) is encoded once per
+// provider answer, serializer and Accept-Encoding.
+func (h *Handler) write(w http.ResponseWriter, req *http.Request, q query, obj runtime.Object, first *external_metrics.ExternalMetricValue, n int) {
+	encoder := h.c.APISerializer.EncoderForVersion(q.encoding.Serializer, q.gv)
+	if first == nil || n < minCachedItems || !h.encoded.enabled() {
+		responsewriters.SerializeObject(q.encoding.MediaType, encoder, w, req, http.StatusOK, obj)
+		return
+	}
+	key := encodedKey{
+		first: weak.Make(first), n: n,
+		serializer: q.encoding.Serializer.Identifier(), acceptEncoding: req.Header.Get("Accept-Encoding"),
+	}
+	if e := h.encoded.get(key); e != nil {
 		e.writeTo(w)
 		return
 	}
-	responsewriters.SerializeObject(q.encoding.MediaType, encoder, w, req, http.StatusOK, list)
+	rec := newCapture()
+	responsewriters.SerializeObject(q.encoding.MediaType, encoder, rec, req, http.StatusOK, obj)
+	e := rec.entry()
+	if e.status == http.StatusOK {
+		h.encoded.put(key, e)
+	}
+	e.writeTo(w)
 }
 
 func (h *Handler) requestTimeout() time.Duration {

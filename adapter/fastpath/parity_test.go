@@ -21,6 +21,8 @@ import (
 
 const (
 	extPath = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/"
+	pods2   = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/http_inflight"
+	pods1   = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/http_inflight"
 	proto   = "application/vnd.kubernetes.protobuf"
 )
 
@@ -90,10 +92,18 @@ func TestParityWithChain(t *testing.T) {
 	fmt.Fprintf(&series, "queue_depth{namespace=\"default\",queue=\"orders\"} 12 %d\n", ts)
 	fmt.Fprintf(&series, "queue_depth{namespace=\"default\",queue=\"billing\"} 5.5 %d\n", ts)
 	fmt.Fprintf(&series, "queue_depth{namespace=\"other\",queue=\"orders\"} 99 %d\n", ts)
+	for _, pod := range []string{"web-1", "web-2", "db-1"} {
+		fmt.Fprintf(&series, "http_inflight{namespace=\"default\",pod=%q,path=\"a\"} 4 %d\n", pod, ts)
+		fmt.Fprintf(&series, "http_inflight{namespace=\"default\",pod=%q,path=\"b\"} 1.5 %d\n", pod, ts)
+	}
+	fmt.Fprintf(&series, "requests_per_second{namespace=\"default\",service=\"web\"} 42 %d\n", ts)
 	for i := range 2000 {
 		fmt.Fprintf(&series, "big_queue{namespace=\"default\",queue=\"q-%d\",region=\"eu-west-1\"} %d %d\n", i, i*7, ts)
 	}
 	for _, a := range []*testenv.Adapter{fast, chain} {
+		a.Fake.SetPod("default", "web-1", map[string]string{"app": "web"})
+		a.Fake.SetPod("default", "web-2", map[string]string{"app": "web"})
+		a.Fake.SetPod("default", "db-1", map[string]string{"app": "db"})
 		if code, msg, err := testenv.Push(ctx, a.PushURL, testenv.PushToken, "text/plain", []byte(series.String())); err != nil || code != 204 {
 			t.Fatalf("push: %d %s %v", code, msg, err)
 		}
@@ -128,6 +138,24 @@ func TestParityWithChain(t *testing.T) {
 		{"not allowed: 403 naming the user", "GET", extPath + "queue_depth?labelSelector=queue%3Dorders", testenv.NobodyToken, nil, nil, 403, true, testenv.NobodyUser},
 		{"403 through the aggregator", "GET", extPath + "queue_depth", "", &fast.FrontProxy, http.Header{"X-Remote-User": {testenv.NobodyUser}}, 403, true, testenv.NobodyUser},
 		{"403, protobuf", "GET", extPath + "queue_depth", testenv.NobodyToken, nil, http.Header{"Accept": {proto}}, 403, true, "nobody"},
+		// custom metrics of selected objects
+		{"pods, v1beta2", "GET", pods2 + "?labelSelector=app%3Dweb", testenv.HPAToken, nil, nil, 200, true, `"web-2"`},
+		{"pods, v1beta1", "GET", pods1 + "?labelSelector=app%3Dweb", testenv.HPAToken, nil, nil, 200, true, `"metricName":"http_inflight"`},
+		{"pods, protobuf", "GET", pods2 + "?labelSelector=app%3Dweb", testenv.HPAToken, nil, http.Header{"Accept": {proto}}, 200, true, "web-2"},
+		{"pods, v1beta1 protobuf", "GET", pods1 + "?labelSelector=app%3Dweb", testenv.HPAToken, nil, http.Header{"Accept": {proto}}, 200, true, "web-2"},
+		{"pods, metric selector", "GET", pods2 + "?metricLabelSelector=path%3Da&labelSelector=app%3Dweb", testenv.HPAToken, nil, nil, 200, true, `"path":"a"`},
+		{"pods, all", "GET", pods2, testenv.HPAToken, nil, nil, 200, true, "db-1"},
+		{"pods through the aggregator", "GET", pods2 + "?labelSelector=app%3Dweb", "", &fast.FrontProxy, hpaAsProxy, 200, true, "web-1"},
+		{"pods, no such objects", "GET", pods2 + "?labelSelector=app%3Dnone", testenv.HPAToken, nil, nil, 404, true, "http_inflight"},
+		{"pods, unknown metric", "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/nope", testenv.HPAToken, nil, nil, 404, true, "nope"},
+		{"unknown resource", "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/widgets/*/http_inflight", testenv.HPAToken, nil, nil, 404, true, "widgets"},
+		{"pods, 403", "GET", pods2 + "?labelSelector=app%3Dweb", testenv.NobodyToken, nil, nil, 403, true, testenv.NobodyUser},
+		{"pods, 401", "GET", pods2, "forged-token", nil, nil, 401, true, "Unauthorized"},
+		{"pods, malformed metric selector", "GET", pods2 + "?labelSelector=app%3Dweb&metricLabelSelector=%3D%3D", testenv.HPAToken, nil, nil, 400, false, `metricLabelSelector \"==\"`},
+		{"pods, malformed selector", "GET", pods2 + "?labelSelector=app+in", testenv.HPAToken, nil, nil, 400, false, `labelSelector \"app in\"`},
+		{"object by name", "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/services/web/requests_per_second", testenv.HPAToken, nil, nil, 200, false, "42"},
+		{"namespace metric", "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/metrics/queue_depth", testenv.HPAToken, nil, nil, 200, false, "17500m"},
+		{"custom discovery", "GET", "/apis/custom.metrics.k8s.io/v1beta2", testenv.HPAToken, nil, nil, 200, false, ""},
 		// the chain's
 		{"malformed selector: 400 naming it", "GET", extPath + "queue_depth?labelSelector=queue+in+%28", testenv.HPAToken, nil, nil, 400, false, "queue in ("},
 		{"impersonation", "GET", extPath + "queue_depth", testenv.HPAToken, nil, http.Header{"Impersonate-User": {"someone"}}, 403, false, "impersonate"},
@@ -169,13 +197,14 @@ func TestParityWithChain(t *testing.T) {
 			if c.contains != "" && !bytes.Contains(f.body, []byte(c.contains)) {
 				t.Errorf("body lacks %q: %.600s", c.contains, f.body)
 			}
-			if c.code == 200 && f.contentType == proto && f.encoding == "" {
+			external := strings.HasPrefix(c.path, extPath)
+			if external && c.code == 200 && f.contentType == proto && f.encoding == "" {
 				var l externalv1beta1.ExternalMetricValueList
 				if _, _, err := apiserver.Codecs.UniversalDeserializer().Decode(f.body, nil, &l); err != nil || len(l.Items) == 0 {
 					t.Errorf("protobuf answer does not decode to items: %v %+v", err, l)
 				}
 			}
-			if c.code == 200 && strings.HasPrefix(f.contentType, "application/json") && f.encoding == "" {
+			if external && c.code == 200 && strings.HasPrefix(f.contentType, "application/json") && f.encoding == "" {
 				var l externalv1beta1.ExternalMetricValueList
 				if err := json.Unmarshal(f.body, &l); err != nil || len(l.Items) == 0 || l.Kind != "ExternalMetricValueList" {
 					t.Errorf("JSON answer: %v %+v", err, l)
@@ -211,6 +240,8 @@ func TestParityWithChain(t *testing.T) {
 		`apiserver_request_total{code="200",component="external-metrics",dry_run="",group="external.metrics.k8s.io",resource="*",scope="cluster",subresource="*",verb="LIST",version="v1beta1"}`,
 		`apiserver_request_total{code="404",component="external-metrics",dry_run="",group="external.metrics.k8s.io",resource="*",scope="cluster",subresource="*",verb="LIST",version="v1beta1"}`,
 		`metrics_apiserver_metric_freshness_seconds_count{group="external.metrics.k8s.io"}`,
+		`apiserver_request_total{code="200",component="custom-metrics",dry_run="",group="custom.metrics.k8s.io",resource="*",scope="resource",subresource="*",verb="GET",version="v1beta2"}`,
+		`metrics_apiserver_metric_freshness_seconds_count{group="custom.metrics.k8s.io"}`,
 	}
 	before := make([]int, len(counters))
 	for i, c := range counters {
@@ -219,8 +250,9 @@ func TestParityWithChain(t *testing.T) {
 	get(ctx, t, fast, "GET", extPath+"queue_depth", testenv.HPAToken, nil, nil)                     // 200, 2 items
 	get(ctx, t, fast, "GET", extPath+"no_such_metric", testenv.HPAToken, nil, nil)                  // 404
 	get(ctx, t, fast, "GET", extPath+"queue_depth?labelSelector=x%3Dy", testenv.HPAToken, nil, nil) // 404
+	get(ctx, t, fast, "GET", pods2+"?labelSelector=app%3Dweb", testenv.HPAToken, nil, nil)          // 200, 4 items
 	m = get(ctx, t, fast, "GET", "/metrics", testenv.MonitorToken, nil, nil)
-	for i, want := range []int{1, 2, 2} {
+	for i, want := range []int{1, 2, 2, 1, 2} {
 		if got := metricValue(t, m.body, counters[i]) - before[i]; got != want {
 			t.Errorf("%s grew by %d, want %d", counters[i], got, want)
 		}
