@@ -31,6 +31,7 @@ func (o *Options) withFastPath(chain http.Handler, c *genericConfig, src metricS
 		klog.InfoS("Serving every request through the generic handler chain (no fast path)", "reason", why)
 		return chain
 	}
+	klog.InfoS("Serving external metric lists and custom metrics of selected objects on the fast path (--fast-path)")
 	return fastpath.New(chain, fastpath.Config{
 		Authenticator:       c.Authentication.Authenticator,
 		Authorizer:          c.Authorization.Authorizer,
