@@ -371,6 +371,9 @@ func (h *Handler) serve(w http.ResponseWriter, req *http.Request, q query) {
 	ctx, cancel := context.WithTimeout(req.Context(), h.requestTimeout())
 	defer cancel()
 	ctx = apirequest.WithRequestInfo(ctx, q.info)
+	// for MonitorRequest's apiserver_request_sli_duration_seconds, as the
+	// chain's WithLatencyTrackers
+	ctx = apirequest.WithLatencyTrackers(ctx)
 	req = req.WithContext(ctx)
 	defer utilruntime.HandleCrash(func(p any) { crashed(w, req, p) })
 

@@ -242,6 +242,7 @@ func TestParityWithChain(t *testing.T) {
 		`metrics_apiserver_metric_freshness_seconds_count{group="external.metrics.k8s.io"}`,
 		`apiserver_request_total{code="200",component="custom-metrics",dry_run="",group="custom.metrics.k8s.io",resource="*",scope="resource",subresource="*",verb="GET",version="v1beta2"}`,
 		`metrics_apiserver_metric_freshness_seconds_count{group="custom.metrics.k8s.io"}`,
+		`apiserver_request_sli_duration_seconds_count{component="external-metrics",group="external.metrics.k8s.io",resource="*",scope="cluster",subresource="*",verb="LIST",version="v1beta1"}`,
 	}
 	before := make([]int, len(counters))
 	for i, c := range counters {
@@ -252,7 +253,7 @@ func TestParityWithChain(t *testing.T) {
 	get(ctx, t, fast, "GET", extPath+"queue_depth?labelSelector=x%3Dy", testenv.HPAToken, nil, nil) // 404
 	get(ctx, t, fast, "GET", pods2+"?labelSelector=app%3Dweb", testenv.HPAToken, nil, nil)          // 200, 4 items
 	m = get(ctx, t, fast, "GET", "/metrics", testenv.MonitorToken, nil, nil)
-	for i, want := range []int{1, 2, 2, 1, 2} {
+	for i, want := range []int{1, 2, 2, 1, 2, 3} {
 		if got := metricValue(t, m.body, counters[i]) - before[i]; got != want {
 			t.Errorf("%s grew by %d, want %d", counters[i], got, want)
 		}
