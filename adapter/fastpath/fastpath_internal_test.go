@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
@@ -200,6 +201,68 @@ func TestRouting(t *testing.T) {
 	})
 	if rec = do(h, "GET", p, good); rec.Code != 500 {
 		t.Errorf("authorizer error: %d %s, want 500", rec.Code, rec.Body)
+	}
+}
+
+// fakeCustom answers every custom metric query with one item, keeping what
+// it was asked.
+type fakeCustom struct {
+	got []string
+}
+
+func (f *fakeCustom) GetMetricBySelector(_ context.Context, ns string, sel labels.Selector, info provider.CustomMetricInfo, msel labels.Selector) (*custom_metrics.MetricValueList, error) {
+	f.got = append(f.got, fmt.Sprintf("%s %s %s %v %q %q", ns, info.GroupResource, info.Metric, info.Namespaced, sel, msel))
+	return &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
+		DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: ns, APIVersion: "/v1"},
+		Metric:          custom_metrics.MetricIdentifier{Name: info.Metric}, Value: *resourceQuantity(3),
+	}}}, nil
+}
+
+func TestCustomRouting(t *testing.T) {
+	t.Parallel()
+	custom := &fakeCustom{}
+	h, chained := newTestHandler(&fakeSource{}, 10, 0)
+	h.c.Custom = custom
+	h.c.Authorizer = authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		// the chain's attributes for RESOURCE/*/METRIC: get, name *, the metric as subresource
+		if a.GetUser().GetName() == "hpa" && a.GetVerb() == "get" && a.GetName() == "*" && a.GetResource() == "pods" && a.GetSubresource() == "m" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	good := http.Header{"Authorization": {"Bearer good"}}
+	tests := []struct {
+		target string
+		code   int // 299: handed to the chain
+		asked  string
+	}{
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/m?labelSelector=app%3Dweb", 200, `default pods m true "app=web" ""`},
+		{"/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/%2A/m?metricLabelSelector=path%3Da", 200, `default pods m true "" "path=a"`},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/*/m", 403, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/web-1/m", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/metrics/m", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/pods/*/m", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta3/namespaces/default/pods/*/m", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/m?labelSelector=a&fieldSelector=b", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/m?metricLabelSelector=%3D%3D", 299, ""},
+	}
+	for _, tc := range tests {
+		custom.got = nil
+		before := chained.Load()
+		rec := do(h, "GET", tc.target, good)
+		if rec.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.target, rec.Code, rec.Body, tc.code)
+		}
+		if tc.code == 299 && chained.Load() != before+1 {
+			t.Errorf("%s: not handed to the chain", tc.target)
+		}
+		if tc.asked != "" && (len(custom.got) != 1 || custom.got[0] != tc.asked) {
+			t.Errorf("%s: the provider was asked %q, want %q", tc.target, custom.got, tc.asked)
+		}
+		if tc.code == 200 && !strings.Contains(rec.Body.String(), `"kind":"MetricValueList"`) {
+			t.Errorf("%s: %s", tc.target, rec.Body)
+		}
 	}
 }
 
