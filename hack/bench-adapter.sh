@@ -28,8 +28,10 @@
 # direct in the same run; a last table gives each of our cases as a ratio to it.
 #
 # Per case it prints q/s, p50/p99 and errors (from the clients), the adapter process' CPU-seconds
-# per 1,000 queries and RSS (from /proc), and PromQL queries per API query (Prometheus' own
-# request counter: other clients of that Prometheus, such as the autoscaler, add to it).
+# per 1,000 queries and RSS (from /proc), PromQL queries per API query (Prometheus' own
+# request counter: other clients of that Prometheus, such as the autoscaler, add to it), and for
+# our adapter the share of the requests its fast path served (its /metrics, which the reader
+# service account may get).
 # Direct requests skip verifying the adapter's serving certificate (loopback; only measured).
 #
 # It fails at once if no local cluster is up. It removes what it created (namespace, RBAC, the
@@ -141,6 +143,8 @@ rules:
 - apiGroups: [custom.metrics.k8s.io, external.metrics.k8s.io]
   resources: ["*"]
   verbs: [get, list]
+- nonResourceURLs: [/metrics]
+  verbs: [get]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -221,28 +225,38 @@ cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
 CLK_TCK=$(getconf CLK_TCK)
 
-printf '%-11s %-10s %-5s %8s %8s %8s %7s %9s %12s %7s\n' \
-  case via cache "q/s" "p50-ms" "p99-ms" errors promql/q cpu-s/1000q rss-MB >"$WORK/table"
+# fast_count ADAPTER — requests the adapter at ADAPTER served on its fast path (its /metrics).
+fast_count() {
+  curl -sS -k -H "Authorization: Bearer $(cat "$WORK/token")" "$1/metrics" 2>/dev/null |
+    awk '/^metricscale_adapter_fast_path_requests_total\{served_by="fast"\}/ { v = $NF } END { printf "%.0f\n", v + 0 }'
+}
 
-# run CASE VIA CACHE PID BASE URLFILE — one 30 s run of loadgen, one line of the table.
+printf '%-11s %-10s %-5s %8s %8s %8s %7s %9s %12s %7s %6s\n' \
+  case via cache "q/s" "p50-ms" "p99-ms" errors promql/q cpu-s/1000q rss-MB fast% >"$WORK/table"
+
+# run CASE VIA CACHE PID BASE URLFILE [ADAPTER] — one 30 s run of loadgen, one line of the
+# table; with ADAPTER (one of ours, direct), the share of the requests its fast path served.
 run() {
-  local name=$1 via=$2 cache=$3 pid=$4 base=$5 urls=$6 ca=()
+  local name=$1 via=$2 cache=$3 pid=$4 base=$5 urls=$6 adapter=${7:-} ca=()
   [[ $via == aggregator ]] && ca=(-cacert "$WORK/apiserver-ca.crt") || ca=(-insecure)
   sed "s|^|$base|" "$urls" >"$WORK/urls.run"
-  local q0 c0 out
+  local q0 c0 f0=0 out
+  [[ -n $adapter ]] && f0=$(fast_count "$adapter")
   q0=$(promql_count) c0=$(cpu_ticks "$pid")
   out=$("$WORK/loadgen" -c "$CLIENTS" -d "$DURATION" -token-file "$WORK/token" "${ca[@]}" -urls-file "$WORK/urls.run" -json) ||
     die "loadgen failed for $name via $via"
-  local q1 c1
+  local q1 c1 fast=-
   q1=$(promql_count) c1=$(cpu_ticks "$pid")
   local n
   n=$(jq -r .requests <<<"$out")
   ((n > 0)) || die "$name via $via: no answers ($(jq -r '.firstError // ""' <<<"$out"))"
-  printf '%-11s %-10s %-5s %8.0f %8.2f %8.2f %7d %9.3f %12.3f %7s\n' "$name" "$via" "$cache" \
+  # (the loadgen's own requests only: the counter is read before and after)
+  [[ -n $adapter ]] && fast=$(awk -v a="$f0" -v b="$(fast_count "$adapter")" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / n * 100 }')
+  printf '%-11s %-10s %-5s %8.0f %8.2f %8.2f %7d %9.3f %12.3f %7s %6s\n' "$name" "$via" "$cache" \
     "$(jq -r .qps <<<"$out")" "$(jq -r '.p50 / 1e6' <<<"$out")" "$(jq -r '.p99 / 1e6' <<<"$out")" \
     "$(jq -r .errors <<<"$out")" "$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN { print (b - a) / n }')" \
     "$(awk -v a="$c0" -v b="$c1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { print (b - a) / hz / n * 1000 }')" \
-    "$(rss_mb "$pid")" | tee -a "$WORK/table" >&2
+    "$(rss_mb "$pid")" "$fast" | tee -a "$WORK/table" >&2
   if [[ $(jq -r .errors <<<"$out") != 0 ]]; then
     log "    first error: $(jq -r '.firstError // ""' <<<"$out")"
   fi
@@ -289,7 +303,7 @@ for via in direct aggregator; do
   base=$DIRECT
   [[ $via == aggregator ]] && base=$AGGREGATOR
   for c in selector all-series pods; do
-    run "$c" "$via" off "$ADAPTER_PID" "$base" "$WORK/$c.urls"
+    run "$c" "$via" off "$ADAPTER_PID" "$base" "$WORK/$c.urls" "$DIRECT"
     if [[ $via == direct && $PROMETHEUS_ADAPTER == true ]]; then
       run "$c" direct "p-a" "$PA_PID" "$PA" "$WORK/$c.urls"
     fi
@@ -324,14 +338,14 @@ if [[ $CACHE_ON == true ]]; then
   CACHED=https://127.0.0.1:$CACHED_PORT
   wait_serving "$CACHED" "$CACHED_PID" "the second adapter" "$WORK/adapter-cached.log"
   for c in selector all-series pods; do
-    run "$c" direct "on" "$CACHED_PID" "$CACHED" "$WORK/$c.urls"
+    run "$c" direct "on" "$CACHED_PID" "$CACHED" "$WORK/$c.urls" "$CACHED"
   done
   log "==> cache on through the aggregator: ${BENCH_APISERVICES[*]} point at port $CACHED_PORT for these cases"
   REPOINTED=true
   point_apiservices "$CACHED_PORT" || die "the APIServices did not become Available on port $CACHED_PORT"
   wait_items "$AGGREGATOR" "$EXT" "$SERIES" "$EXT through the aggregator from the second adapter"
   for c in selector all-series pods; do
-    run "$c" aggregator "on" "$CACHED_PID" "$AGGREGATOR" "$WORK/$c.urls"
+    run "$c" aggregator "on" "$CACHED_PID" "$AGGREGATOR" "$WORK/$c.urls" "$CACHED"
   done
   point_apiservices "$ADAPTER_PORT" || die "could not point the APIServices back at port $ADAPTER_PORT"
   REPOINTED=false
@@ -349,7 +363,8 @@ if [[ $PROMETHEUS_ADAPTER == true ]]; then
              for (i = 1; i <= n; i++) if (pa[c[i]] > 0) printf "%-11s %-10s %-5s %8.1f\n", c[i], v[i], k[i], q[i] / pa[c[i]] }' "$WORK/table"
 fi
 echo
-echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); promql/q: Prometheus' /api/v1/query"
+echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); fast%: the share of the case's"
+echo "requests that adapter served on its fast path (metricscale_adapter_fast_path_requests_total); promql/q: Prometheus' /api/v1/query"
 echo "requests per API query, from every client of that Prometheus. Goals (issue 9 §5): selector ≥ 8,000 q/s"
 echo "direct and ≥ 2,000 through the aggregator, pods ≥ 5,000 q/s, all-series ≥ 200 q/s, or as ratios to"
 echo "prometheus-adapter in the same run: selector ≥ 5x, pods ≥ 40x, all-series ≥ 15x."

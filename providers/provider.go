@@ -68,6 +68,10 @@ type ExternalProvider interface {
 
 	// GetExternalMetric returns every series of the metric visible from the
 	// namespace that matches metricSelector, one item per series, unsummed.
+	// The list and its items must not be changed after they are returned:
+	// the API server encodes them after the call, possibly while other
+	// callers share them, and reuses the encoding of a large answer for as
+	// long as the same items come back (adapter/fastpath).
 	GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error)
 
 	// ListAllExternalMetrics is ListAllMetrics for external metrics.

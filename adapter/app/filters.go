@@ -60,17 +60,27 @@ func pathAllowed(p string, allowed []string) bool {
 	return false
 }
 
-// validateSelectors answers 400, naming the selector, for a custom metrics
-// request whose metricLabelSelector does not parse: custom-metrics-apiserver
-// would answer 500. (A bad labelSelector is already a 400 upstream.)
+// validateSelectors answers 400, naming the parameter and the selector, for
+// a metrics API request whose labelSelector or (custom metrics)
+// metricLabelSelector does not parse: custom-metrics-apiserver would answer
+// 500 for the latter, and a 400 without the selector for the former.
 func validateSelectors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.HasPrefix(req.URL.Path, "/apis/custom.metrics.k8s.io/") && strings.Contains(req.URL.RawQuery, "metricLabelSelector") {
-			for _, v := range req.URL.Query()["metricLabelSelector"] {
-				if _, err := labels.Parse(v); err != nil {
-					bad := apierrors.NewBadRequest("invalid metricLabelSelector " + quote(v) + ": " + err.Error())
-					responsewriters.ErrorNegotiated(bad, apiserver.Codecs, schema.GroupVersion{}, w, req)
-					return
+		p := req.URL.Path
+		custom := strings.HasPrefix(p, "/apis/custom.metrics.k8s.io/")
+		if (custom || strings.HasPrefix(p, "/apis/external.metrics.k8s.io/")) && strings.Contains(req.URL.RawQuery, "elector") {
+			params := []string{"labelSelector"}
+			if custom {
+				params = append(params, "metricLabelSelector")
+			}
+			query := req.URL.Query()
+			for _, param := range params {
+				for _, v := range query[param] {
+					if _, err := labels.Parse(v); err != nil {
+						bad := apierrors.NewBadRequest("invalid " + param + " " + quote(v) + ": " + err.Error())
+						responsewriters.ErrorNegotiated(bad, apiserver.Codecs, schema.GroupVersion{}, w, req)
+						return
+					}
 				}
 			}
 		}

@@ -57,11 +57,18 @@ func TestValidateSelectors(t *testing.T) {
 	tests := []struct {
 		url  string
 		code int
+		want string // in a 400's message: the parameter and the selector
 	}{
-		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?metricLabelSelector=a%3Db", 299},
-		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?metricLabelSelector=%3D%3D", 400},
-		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?labelSelector=a", 299},
-		{"/healthz?metricLabelSelector=%3D%3D", 299},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?metricLabelSelector=a%3Db", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?metricLabelSelector=%3D%3D", 400, `invalid metricLabelSelector \"==\"`},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?labelSelector=a", 299, ""},
+		{"/apis/custom.metrics.k8s.io/v1beta2/namespaces/d/pods/*/m?labelSelector=a+in+%28", 400, `invalid labelSelector \"a in (\"`},
+		{"/apis/external.metrics.k8s.io/v1beta1/namespaces/d/m?labelSelector=queue%3Dq-1", 299, ""},
+		{"/apis/external.metrics.k8s.io/v1beta1/namespaces/d/m?labelSelector=queue+in+%28", 400, `invalid labelSelector \"queue in (\"`},
+		// metricLabelSelector is no parameter of external metrics
+		{"/apis/external.metrics.k8s.io/v1beta1/namespaces/d/m?metricLabelSelector=%3D%3D", 299, ""},
+		{"/healthz?metricLabelSelector=%3D%3D", 299, ""},
+		{"/apis/apps/v1/deployments?labelSelector=%3D%3D", 299, ""},
 	}
 	for _, tc := range tests {
 		rec := httptest.NewRecorder()
@@ -69,8 +76,8 @@ func TestValidateSelectors(t *testing.T) {
 		if rec.Code != tc.code {
 			t.Errorf("%s: %d, want %d (%s)", tc.url, rec.Code, tc.code, rec.Body)
 		}
-		if tc.code == 400 && !strings.Contains(rec.Body.String(), "metricLabelSelector") {
-			t.Errorf("400 does not name the parameter: %s", rec.Body)
+		if tc.code == 400 && !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("%s: 400 does not say %s: %s", tc.url, tc.want, rec.Body)
 		}
 	}
 }

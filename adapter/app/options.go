@@ -55,6 +55,10 @@ type Options struct {
 	ChangeFeed          bool
 	ChangeFeedHeartbeat time.Duration
 
+	// FastPath serves external metric lists ahead of the generic handler
+	// chain (package fastpath).
+	FastPath bool
+
 	// Prometheus holds prometheus-adapter's command-line flags, for a
 	// --config that is a prometheus-adapter rules file (the drop-in mode).
 	Prometheus prometheus.AdapterFlags
@@ -76,6 +80,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 		PushMaxInflight:     push.DefaultMaxInflight,
 		ChangeFeed:          true,
 		ChangeFeedHeartbeat: changehub.DefaultHeartbeat,
+		FastPath:            true,
 	}
 	o.Name = "metricscale-adapter"
 	o.FlagSet = fs
@@ -110,6 +115,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.IntVar(&o.PushMaxInflight, "push-max-inflight", o.PushMaxInflight, "pushes handled at once; more get 429 with Retry-After")
 	fs.BoolVar(&o.ChangeFeed, "change-feed", o.ChangeFeed, "serve the change feed on the secure port (GET /changes: which pushed series changed, for the autoscaler's --change-feed-url), to clients authorized for the non-resource URL /changes")
 	fs.DurationVar(&o.ChangeFeedHeartbeat, "change-feed-heartbeat", o.ChangeFeedHeartbeat, "interval of the change feed's heartbeats while nothing changes, by which subscribers notice a dead connection")
+	fs.BoolVar(&o.FastPath, "fast-path", o.FastPath, "serve external metric lists (GET, JSON or protobuf) ahead of the generic API server filters, with the same authentication, authorization, answers and metrics; anything else, and every request when audit, tracing, flow control, CORS or HSTS is configured, takes the full chain")
 	p := &o.Prometheus
 	fs.StringVar(&p.PrometheusURL, "prometheus-url", p.PrometheusURL, "drop-in for prometheus-adapter: URL of Prometheus; --config is then a prometheus-adapter rules file served by one prometheus provider")
 	fs.BoolVar(&p.AuthInCluster, "prometheus-auth-incluster", p.AuthInCluster, "drop-in: authenticate to Prometheus with the in-cluster config")

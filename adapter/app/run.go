@@ -116,10 +116,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if gc.Authentication.Authenticator == nil {
 		return errors.New("no authenticator configured: refusing to serve anonymously")
 	}
-	gc.Authentication.Authenticator = restrictAnonymous(gc.Authentication.Authenticator, healthPaths)
+	// One authenticator for the generic chain and the fast path: request-header
+	// (aggregator) answers cached per proxy connection and identity, then
+	// the anonymous restriction.
+	authn := gc.Authentication.Authenticator
+	if o.Authentication != nil {
+		authn = cacheCertAuth(authn, gc.Authentication.RequestHeaderConfig, o.Authentication.CacheTTL)
+	}
+	gc.Authentication.Authenticator = restrictAnonymous(authn, healthPaths)
 	buildChain := gc.BuildHandlerChainFunc
 	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
-		return buildChain(validateSelectors(apiHandler), c)
+		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
 	}
 	if hub != nil {
 		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)

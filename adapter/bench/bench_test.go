@@ -15,8 +15,13 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -80,6 +85,55 @@ func BenchmarkExternalQuery(b *testing.B) {
 	}
 	runLoad(ctx, b, a, paths, nil)
 	b.Logf("%d series: TokenReviews %d, SubjectAccessReviews %d", benchSeries, a.Fake.TokenReviews.Load(), a.Fake.AccessReviews.Load())
+}
+
+// BenchmarkExternalQueryFrontProxy is BenchmarkExternalQuery as the
+// aggregator sends it: the front-proxy client certificate (verified by the
+// adapter's request-header authenticator) and X-Remote-User/-Group headers.
+func BenchmarkExternalQueryFrontProxy(b *testing.B) {
+	klog.SetOutput(nopWriter{})
+	klog.LogToStderr(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := testenv.Start(ctx, b.TempDir(), "--max-age=1h", "--series-ttl=1h")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop()
+	samples := benchSamples(benchSeries, benchMetrics)
+	if code, msg, err := testenv.Push(ctx, a.PushURL, testenv.PushToken, "text/plain", pushformat.FormatText(samples)); err != nil || code != 204 {
+		b.Fatalf("push: %d %s %v", code, msg, err)
+	}
+	certFile, keyFile := writeKeyPair(b, a.FrontProxy)
+	paths := make([]string, benchQueries)
+	for q := range paths {
+		paths[q] = fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth_%d?labelSelector=%s",
+			q%benchMetrics, url.QueryEscape(fmt.Sprintf("queue=queue-%d", (q*37)%(benchSeries/benchMetrics))))
+	}
+	runLoadSpec(ctx, b, a, paths, loadSpec{CertFile: certFile, KeyFile: keyFile,
+		Header: map[string][]string{"X-Remote-User": {testenv.HPAUser}, "X-Remote-Group": {"system:serviceaccounts", "system:authenticated"}}}, nil)
+}
+
+// writeKeyPair writes a client certificate and its key as PEM files.
+func writeKeyPair(b *testing.B, c tls.Certificate) (certFile, keyFile string) {
+	b.Helper()
+	dir := b.TempDir()
+	var certPEM []byte
+	for _, der := range c.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return certFile, keyFile
 }
 
 // BenchmarkBytesPerSeries stores 100,000 series in a memory store and

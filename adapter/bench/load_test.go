@@ -34,6 +34,26 @@ type loadSpec struct {
 	Token    string   `json:"token"`
 	CAFile   string   `json:"caFile"`
 	Accept   string   `json:"accept,omitempty"`
+	// CertFile and KeyFile, if set, are a client certificate (the
+	// aggregator's front-proxy one), and Header is sent with every request
+	// (X-Remote-User...): requests as kube-apiserver's aggregator proxies them.
+	CertFile string              `json:"certFile,omitempty"`
+	KeyFile  string              `json:"keyFile,omitempty"`
+	Header   map[string][]string `json:"header,omitempty"`
+}
+
+// headerTransport adds a fixed header to every request.
+type headerTransport struct {
+	http.RoundTripper
+	header http.Header
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.header {
+		req.Header[k] = v
+	}
+	return t.RoundTripper.RoundTrip(req)
 }
 
 type loadOutput struct {
@@ -64,10 +84,20 @@ func runChild(raw string) error {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if s.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		if err != nil {
+			return err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
 	newClient := func() *http.Client {
-		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
-		}}
+		var rt http.RoundTripper = &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4}
+		if len(s.Header) > 0 {
+			rt = headerTransport{rt, s.Header}
+		}
+		return &http.Client{Timeout: 30 * time.Second, Transport: rt}
 	}
 	r, err := load.Run(context.Background(), load.Config{
 		URLs: s.URLs, Clients: s.Clients, Requests: s.Requests, Token: s.Token, Accept: s.Accept, NewClient: newClient,
@@ -102,12 +132,19 @@ func runLoad(ctx context.Context, b *testing.B, a *testenv.Adapter, paths []stri
 
 // runLoadAccept is runLoad with an Accept header ("": JSON).
 func runLoadAccept(ctx context.Context, b *testing.B, a *testenv.Adapter, paths []string, accept string, be *backend) {
+	runLoadSpec(ctx, b, a, paths, loadSpec{Accept: accept, Token: testenv.HPAToken}, be)
+}
+
+// runLoadSpec is runLoad with the clients' Accept, token or client
+// certificate and headers from base.
+func runLoadSpec(ctx context.Context, b *testing.B, a *testenv.Adapter, paths []string, base loadSpec, be *backend) {
 	warmUp(ctx, b, a, paths)
 	urls := make([]string, len(paths))
 	for i, p := range paths {
 		urls[i] = fmt.Sprintf("https://127.0.0.1:%d%s", a.SecurePort, p)
 	}
-	spec, err := json.Marshal(loadSpec{URLs: urls, Clients: benchClients, Requests: b.N, Token: testenv.HPAToken, CAFile: a.CAFile, Accept: accept})
+	base.URLs, base.Clients, base.Requests, base.CAFile = urls, benchClients, b.N, a.CAFile
+	spec, err := json.Marshal(base)
 	if err != nil {
 		b.Fatal(err)
 	}

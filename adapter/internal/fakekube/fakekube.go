@@ -59,6 +59,7 @@ type Server struct {
 	UnhandledPaths  atomic.Int64
 	lastUnhandledMu sync.Mutex
 	lastUnhandled   string
+	reviewSpecs     []authorizationv1.SubjectAccessReviewSpec
 }
 
 type watchEvent struct {
@@ -289,6 +290,14 @@ func (s *Server) LastUnhandled() string {
 	return s.lastUnhandled
 }
 
+// AccessReviewSpecs returns the specs of the SubjectAccessReviews received,
+// in order: the authorization attributes the adapter asked about.
+func (s *Server) AccessReviewSpecs() []authorizationv1.SubjectAccessReviewSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]authorizationv1.SubjectAccessReviewSpec(nil), s.reviewSpecs...)
+}
+
 func (s *Server) tokenReview(w http.ResponseWriter, r *http.Request) {
 	s.TokenReviews.Add(1)
 	var tr authenticationv1.TokenReview
@@ -319,6 +328,7 @@ func (s *Server) accessReview(w http.ResponseWriter, r *http.Request) {
 	}
 	user := sar.Spec.User
 	s.mu.Lock()
+	s.reviewSpecs = append(s.reviewSpecs, *sar.Spec.DeepCopy())
 	allowed := s.allowed[user+" *"]
 	if ra := sar.Spec.ResourceAttributes; ra != nil && !allowed {
 		for _, verb := range []string{ra.Verb, "*"} {
