@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
@@ -73,6 +74,9 @@ func (c *certAuthCache) AuthenticateRequest(req *http.Request) (*authenticator.R
 	e, hit := c.m[key]
 	c.mu.Unlock()
 	if hit && now.Before(e.expires) {
+		// As the request-header authenticator does on success: the
+		// identity headers go, so that nothing downstream reads them.
+		c.clearHeaders(req.Header)
 		return e.resp, true, nil
 	}
 	resp, ok, err := c.inner.AuthenticateRequest(req)
@@ -97,6 +101,27 @@ func (c *certAuthCache) AuthenticateRequest(req *http.Request) (*authenticator.R
 	c.m[key] = certAuthEntry{resp: resp, expires: expires}
 	c.mu.Unlock()
 	return resp, true, nil
+}
+
+// clearHeaders is headerrequest.ClearAuthenticationHeaders for the
+// configured headers, some of which may be unset.
+func (c *certAuthCache) clearHeaders(h http.Header) {
+	for _, p := range []headerrequest.StringSliceProvider{c.headers.UsernameHeaders, c.headers.UIDHeaders, c.headers.GroupHeaders} {
+		if p != nil {
+			for _, name := range p.Value() {
+				h.Del(name)
+			}
+		}
+	}
+	if c.headers.ExtraHeaderPrefixes != nil {
+		for _, prefix := range c.headers.ExtraHeaderPrefixes.Value() {
+			for name := range h {
+				if len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) {
+					delete(h, name)
+				}
+			}
+		}
+	}
 }
 
 // key names a request the cache may answer: a client certificate, a

@@ -79,7 +79,14 @@ func TestCertAuthCache(t *testing.T) {
 	}
 
 	auth(t, request(proxy, hpa), "hpa", 1)
-	auth(t, request(proxy, hpa), "hpa", 1) // cached
+	cachedReq := request(proxy, hpa)
+	auth(t, cachedReq, "hpa", 1) // cached
+	// as the request-header authenticator does, the identity headers go
+	for _, h := range []string{"X-Remote-User", "X-Remote-Group", "X-Remote-Extra-Scopes"} {
+		if v := cachedReq.Header.Values(h); len(v) != 0 {
+			t.Errorf("a cached answer left %s: %v on the request", h, v)
+		}
+	}
 	// any identity header differing is another identity
 	auth(t, request(proxy, http.Header{"X-Remote-User": {"hpa"}, "X-Remote-Group": {"a"}, "X-Remote-Extra-Scopes": {"x"}}), "hpa", 2)
 	auth(t, request(proxy, http.Header{"X-Remote-User": {"hpa"}, "X-Remote-Group": {"a", "b"}, "X-Remote-Extra-Scopes": {"y"}}), "hpa", 3)
