@@ -58,22 +58,29 @@ func benchSamples(n, metrics int) []providers.Sample {
 	return out
 }
 
-// BenchmarkExternalQuery: 10,000 series stored, 8 concurrent clients, each
-// query an external metric with a label selector matching one series.
-func BenchmarkExternalQuery(b *testing.B) {
+// pushedAdapter starts an adapter, quiet, holding the benchmark's series;
+// both stop when b ends.
+func pushedAdapter(b *testing.B) (context.Context, *testenv.Adapter) {
 	klog.SetOutput(nopWriter{})
 	klog.LogToStderr(false)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	b.Cleanup(cancel)
 	a, err := testenv.Start(ctx, b.TempDir(), "--max-age=1h", "--series-ttl=1h")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.Stop()
+	b.Cleanup(a.Stop)
 	samples := benchSamples(benchSeries, benchMetrics)
 	if code, msg, err := testenv.Push(ctx, a.PushURL, testenv.PushToken, "text/plain", pushformat.FormatText(samples)); err != nil || code != 204 {
 		b.Fatalf("push: %d %s %v", code, msg, err)
 	}
+	return ctx, a
+}
+
+// BenchmarkExternalQuery: 10,000 series stored, 8 concurrent clients, each
+// query an external metric with a label selector matching one series.
+func BenchmarkExternalQuery(b *testing.B) {
+	ctx, a := pushedAdapter(b)
 
 	// Like 100 HPAs, each asking for its own metric and selector: the
 	// adapter's delegated authorizer caches one SubjectAccessReview per
@@ -91,19 +98,7 @@ func BenchmarkExternalQuery(b *testing.B) {
 // aggregator sends it: the front-proxy client certificate (verified by the
 // adapter's request-header authenticator) and X-Remote-User/-Group headers.
 func BenchmarkExternalQueryFrontProxy(b *testing.B) {
-	klog.SetOutput(nopWriter{})
-	klog.LogToStderr(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := testenv.Start(ctx, b.TempDir(), "--max-age=1h", "--series-ttl=1h")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Stop()
-	samples := benchSamples(benchSeries, benchMetrics)
-	if code, msg, err := testenv.Push(ctx, a.PushURL, testenv.PushToken, "text/plain", pushformat.FormatText(samples)); err != nil || code != 204 {
-		b.Fatalf("push: %d %s %v", code, msg, err)
-	}
+	ctx, a := pushedAdapter(b)
 	certFile, keyFile := writeKeyPair(b, a.FrontProxy)
 	paths := make([]string, benchQueries)
 	for q := range paths {
