@@ -292,7 +292,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if ma.Spec.Paused {
 		return period, actionNone, nil
 	}
-	hist := c.recall(key, ma.UID, func() behavior.History { return history.FromStatus(ma.Status.History) })
+	hist := c.recall(key, ma.UID)
 	hpa := ma.HPAView()
 	// Scale to zero is always on for MetricAutoscalers.
 	settings := c.cfg.Settings
@@ -374,7 +374,7 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	cached := obj.(*autoscalingv2.HorizontalPodAutoscaler)
 	hpa := cached.DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
-	hist := c.recall(key, hpa.UID, func() behavior.History { return behavior.History{} })
+	hist := c.recall(key, hpa.UID)
 	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
@@ -494,15 +494,17 @@ func withoutHistory(s v1alpha1.MetricAutoscalerStatus) v1alpha1.MetricAutoscaler
 	return s
 }
 
-// recall returns the history of key, restoring it with load after a
-// restart or when the object was recreated under the same name.
-func (c *Controller) recall(key string, uid types.UID, load func() behavior.History) behavior.History {
+// recall returns the history the controller keeps for key: for a
+// MetricAutoscaler loaded from its status by the cache transform (trimMA)
+// when first seen; for a native HPA, as kube-controller-manager, only what
+// this process has seen (empty after a restart or a recreation).
+func (c *Controller) recall(key string, uid types.UID) behavior.History {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m, ok := c.memory[key]; ok && m.uid == uid {
 		return m.history.unpack()
 	}
-	return load()
+	return behavior.History{}
 }
 
 func (c *Controller) remember(key string, uid types.UID, h behavior.History) *memo {
