@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -41,7 +42,7 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// prometheus-adapter's arguments and rules file, unchanged, start the
+// prometheus-adapter's arguments (--disable-http2 too) and rules file, unchanged, start the
 // adapter and serve the rule's metric through the API server.
 func TestPrometheusAdapterDropIn(t *testing.T) {
 	t.Parallel()
@@ -61,11 +62,20 @@ externalRules:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := testenv.Start(ctx, dir, "--prometheus-url="+srv.URL, "--config="+rules, "--metrics-relist-interval=1s")
+	a, err := testenv.Start(ctx, dir, "--prometheus-url="+srv.URL, "--config="+rules, "--metrics-relist-interval=1s", "--disable-http2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Stop()
+	// --disable-http2: the secure port no longer offers h2.
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", a.SecurePort), &tls.Config{RootCAs: a.RootCAs, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := conn.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Errorf("with --disable-http2 the adapter negotiated %q", p)
+	}
+	_ = conn.Close()
 	hpa := a.NewClient(a.SecurePort, testenv.HPAToken, nil)
 	path := "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_messages_ready?labelSelector=queue%3Dorders"
 

@@ -128,6 +128,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&p.Verb, "prometheus-verb", p.Verb, "drop-in: HTTP verb of queries, GET or POST (GET switches to POST for long queries)")
 	fs.DurationVar(&p.MetricsRelistInterval, "metrics-relist-interval", p.MetricsRelistInterval, "drop-in: how often the series are relisted for discovery (default 10m)")
 	fs.DurationVar(&p.MetricsMaxAge, "metrics-max-age", p.MetricsMaxAge, "drop-in: how far back the relist looks; not below the relist interval (default: the relist interval)")
+	fs.BoolVar(&ss.DisableHTTP2Serving, "disable-http2", ss.DisableHTTP2Serving, "drop-in: same as --disable-http2-serving")
 	logs.AddFlags(fs)
 	return o
 }
