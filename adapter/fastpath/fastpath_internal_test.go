@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -454,5 +455,39 @@ func TestPanic(t *testing.T) {
 	}
 	if len(h.inflight) != 0 {
 		t.Errorf("%d in-flight slots still held", len(h.inflight))
+	}
+}
+
+// TestRequestInfo: the RequestInfo the fast path builds (the resolver on the
+// bare path, the list's label selector put back) is the one the resolver
+// builds from the whole request, for every request the fast path takes.
+func TestRequestInfo(t *testing.T) {
+	t.Parallel()
+	h, _ := newTestHandler(&fakeSource{}, 8, 0)
+	resolver := h.c.RequestInfoResolver
+	targets := []string{
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth",
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth?labelSelector=queue%3Dq-1",
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth?labelSelector=",
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth?labelSelector",
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth?labelSelector=a+in+%28b%2Cc%29%2C%21d",
+		"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2A/rps?labelSelector=app%3Dweb",
+		"/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/*/rps?labelSelector=app%3Dweb&metricLabelSelector=path%3Droot",
+		"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/rps?metricLabelSelector=path%3Da",
+	}
+	for _, target := range targets {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		q, err := h.parse(req)
+		if err != nil {
+			t.Errorf("%s: left to the chain (%v), want the fast path", target, err)
+			continue
+		}
+		want, err := resolver.NewRequestInfo(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(q.info, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", target, *q.info, *want)
+		}
 	}
 }
