@@ -4,7 +4,7 @@
 #   hack/cluster.sh up                 # first, with Prometheus (the default)
 #   hack/bench-adapter.sh [--duration 30s] [--clients 8] [--series 10000] [--pods 20]
 #                         [--selectors 1000] [--cache-ttl 2s] [--no-cache-on]
-#                         [--no-prometheus-adapter] [--keep]
+#                         [--no-prometheus-adapter] [--second-adapter-arg ARG]... [--keep]
 #
 # It sets N queue series queue_messages_ready{namespace="metricscale-bench",queue="q-I"} in
 # hack/exporter (POST /set), runs a Deployment of 20 pods on the fake nodes in namespace
@@ -20,7 +20,8 @@
 # Unless --no-cache-on, "on" is a second adapter process this script starts with the running
 # one's arguments, another port and the same config plus queryCacheTTL (--cache-ttl). For its
 # aggregator cases the script points the v1beta1.external and v1beta2.custom APIServices at it
-# for the run, and back at the cluster's adapter on exit.
+# for the run, and back at the cluster's adapter on exit. --second-adapter-arg (repeatable) adds
+# an argument to that second adapter only, e.g. --disable-http2-serving, to compare a setting.
 #
 # prometheus-adapter: unless --no-prometheus-adapter, prometheus-adapter v0.12.0 (built by
 # hack/cluster.sh build) runs on port 6457 with the same rules (the prom provider's rules, cut
@@ -41,7 +42,7 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=30s CLIENTS=8 SERIES=10000 PODS=20 SELECTORS=1000 CACHE_TTL=2s CACHE_ON=true KEEP=false
-PROMETHEUS_ADAPTER=true
+PROMETHEUS_ADAPTER=true SECOND_ARGS=()
 NS=metricscale-bench
 APISERVER_PORT=${METRICSCALE_APISERVER_PORT:-6443}
 ADAPTER_PORT=${METRICSCALE_ADAPTER_PORT:-6444}
@@ -67,6 +68,7 @@ while [[ $# -gt 0 ]]; do
     --cache-ttl) CACHE_TTL=$2; shift 2 ;;
     --no-cache-on) CACHE_ON=false; shift ;;
     --no-prometheus-adapter) PROMETHEUS_ADAPTER=false; shift ;;
+    --second-adapter-arg) SECOND_ARGS+=("$2"); shift 2 ;;
     --keep) KEEP=true; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -311,7 +313,7 @@ for via in direct aggregator; do
 done
 
 if [[ $CACHE_ON == true ]]; then
-  log "==> cache on: a second adapter with queryCacheTTL $CACHE_TTL on port $CACHED_PORT"
+  log "==> cache on: a second adapter with queryCacheTTL $CACHE_TTL on port $CACHED_PORT${SECOND_ARGS[*]:+, also ${SECOND_ARGS[*]}}"
   mapfile -d '' ARGS <"/proc/$ADAPTER_PID/cmdline"
   CONFIG=''
   NEWARGS=()
@@ -333,7 +335,7 @@ if [[ $CACHE_ON == true ]]; then
     prom && /^ *url:/ { match($0, /^ */); printf "%squeryCacheTTL: %s\n", substr($0, 1, RLENGTH), ttl; prom = 0 }
   ' "$CONFIG" >"$WORK/config-cached.yaml"
   grep -q "queryCacheTTL: $CACHE_TTL" "$WORK/config-cached.yaml" || die "could not set queryCacheTTL in a copy of $CONFIG"
-  "${ARGS[0]}" "${NEWARGS[@]}" >"$WORK/adapter-cached.log" 2>&1 &
+  "${ARGS[0]}" "${NEWARGS[@]}" "${SECOND_ARGS[@]}" >"$WORK/adapter-cached.log" 2>&1 &
   CACHED_PID=$!
   CACHED=https://127.0.0.1:$CACHED_PORT
   wait_serving "$CACHED" "$CACHED_PID" "the second adapter" "$WORK/adapter-cached.log"
