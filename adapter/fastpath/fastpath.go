@@ -236,6 +236,7 @@ type query struct {
 	selector  labels.Selector
 	metricSel labels.Selector // custom metrics: metricLabelSelector
 	encoding  runtime.SerializerInfo
+	pretty    bool // the negotiation chose the pretty serializer (curl, browsers, ?pretty, Accept's pretty=true)
 }
 
 // parse decides whether the fast path serves req: GET
@@ -313,6 +314,7 @@ func (h *Handler) parse(req *http.Request) (query, error) {
 		return q, errNotFastPath
 	}
 	q.encoding = enc
+	q.pretty = enc.PrettySerializer != nil && enc.Serializer == enc.PrettySerializer
 	info, err := h.requestInfo(req, values[0])
 	if err != nil || !info.IsResourceRequest || info.APIGroup != q.gv.Group || info.APIVersion != q.gv.Version || info.Namespace != q.namespace {
 		return q, errNotFastPath
@@ -481,9 +483,13 @@ func (h *Handler) answer(w http.ResponseWriter, req *http.Request, q query) {
 }
 
 // write encodes obj as the chain's SerializeObject does (gzip included);
-// a large external list (first, n: its items) is encoded once per
-// provider answer, serializer and Accept-Encoding.
+// a small external list in JSON by writeExternalJSON, a large one (first,
+// n: its items) once per provider answer, serializer and Accept-Encoding.
 func (h *Handler) write(w http.ResponseWriter, req *http.Request, q query, obj runtime.Object, first *external_metrics.ExternalMetricValue, n int) {
+	if l, ok := obj.(*external_metrics.ExternalMetricValueList); ok && n < minCachedItems && q.encoding.MediaType == runtime.ContentTypeJSON &&
+		!q.pretty && q.gv == externalGV && writeExternalJSON(w, l) {
+		return
+	}
 	encoder := h.c.APISerializer.EncoderForVersion(q.encoding.Serializer, q.gv)
 	if first == nil || n < minCachedItems || !h.encoded.enabled() {
 		responsewriters.SerializeObject(q.encoding.MediaType, encoder, w, req, http.StatusOK, obj)

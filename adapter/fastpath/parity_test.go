@@ -122,6 +122,8 @@ func TestParityWithChain(t *testing.T) {
 		{"selector, protobuf", "GET", extPath + "queue_depth?labelSelector=queue%3Dorders", testenv.HPAToken, nil, http.Header{"Accept": {proto}}, 200, true, "orders"},
 		{"protobuf as client-go asks", "GET", extPath + "queue_depth", testenv.HPAToken, nil, http.Header{"Accept": {proto + ", */*"}}, 200, true, "billing"},
 		{"JSON as client-go asks", "GET", extPath + "queue_depth", testenv.HPAToken, nil, http.Header{"Accept": {"application/json, */*"}}, 200, true, "billing"},
+		{"JSON pretty for curl", "GET", extPath + "queue_depth?labelSelector=queue%3Dorders", testenv.HPAToken, nil, http.Header{"User-Agent": {"curl/8.5.0"}}, 200, true, "\n  \"kind\": "},
+		{"JSON pretty by Accept", "GET", extPath + "queue_depth", testenv.HPAToken, nil, http.Header{"Accept": {"application/json;pretty=true"}}, 200, true, "billing"},
 		{"set selector", "GET", extPath + "queue_depth?labelSelector=queue+in+%28orders%2Cbilling%29", testenv.HPAToken, nil, nil, 200, true, "billing"},
 		{"empty selector", "GET", extPath + "queue_depth?labelSelector=", testenv.HPAToken, nil, nil, 200, true, "billing"},
 		{"all series, gzip", "GET", extPath + "big_queue", testenv.HPAToken, nil, http.Header{"Accept-Encoding": {"gzip"}}, 200, true, ""},
