@@ -416,7 +416,7 @@ func (h *Handler) serve(w http.ResponseWriter, req *http.Request, q query) {
 	}
 	ctx = apirequest.WithUser(ctx, resp.User)
 	req = req.WithContext(ctx)
-	attrs, err := genericapifilters.GetAuthorizerAttributes(ctx)
+	attrs, err := authorizerAttributes(ctx, q)
 	if err != nil {
 		responsewriters.InternalError(w, req, err)
 		return
@@ -440,6 +440,29 @@ func (h *Handler) serve(w http.ResponseWriter, req *http.Request, q query) {
 		scope, component = "resource", "custom-metrics"
 	}
 	endpointsmetrics.MonitorRequest(req, "LIST", q.gv.Group, q.gv.Version, "*", "*", scope, component, false, "", rec.status(), rec.size, time.Since(start))
+}
+
+// authorizerAttributes are the chain's (GetAuthorizerAttributes), with the
+// label selector's requirements taken from q's parsed selector instead of a
+// parse of the same string per request.
+func authorizerAttributes(ctx context.Context, q query) (authorizer.Attributes, error) {
+	if q.info.LabelSelector == "" || q.selector == nil {
+		return genericapifilters.GetAuthorizerAttributes(ctx)
+	}
+	info := *q.info
+	info.LabelSelector = ""
+	attrs, err := genericapifilters.GetAuthorizerAttributes(apirequest.WithRequestInfo(ctx, &info))
+	if err != nil {
+		return nil, err
+	}
+	rec, ok := attrs.(*authorizer.AttributesRecord)
+	if !ok {
+		return genericapifilters.GetAuthorizerAttributes(ctx)
+	}
+	if reqs, _ := q.selector.Requirements(); len(reqs) > 0 {
+		rec.LabelSelectorRequirements = reqs
+	}
+	return rec, nil
 }
 
 // answer queries the provider and writes its answer or error, as the
