@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/app"
 )
 
 // The HPA-only kube-controller-manager of `hack/cluster.sh up --separate-hpa-controller`.
@@ -242,7 +243,14 @@ func TestControllerBenchmark(t *testing.T) {
 
 	// The first pass after a restart, objects and pods already there.
 	kcmArgs := cmdline(t, kcm.pid)
-	firstOurs := firstPass(t, ours, n, func() int { restartAutoscaler(t); p, _ := autoscalerPid(); return p })
+	// Ours first with kube-controller-manager's concurrency (--workers=5, its
+	// --concurrent-horizontal-pod-autoscaler-syncs default), then as shipped.
+	oursArgs := cmdline(t, ours.pid)
+	firstOurs5 := firstPass(t, ours, n, func() int {
+		stopProcess(t, ours)
+		return startComponent(t, "metricscale-autoscaler", append(slices.Clone(oursArgs), "--workers=5"))
+	})
+	firstOurs := firstPass(t, ours, n, func() int { stopProcess(t, ours); restartAutoscaler(t); p, _ := autoscalerPid(); return p })
 	firstKCM := firstPass(t, kcm, n, func() int { stopProcess(t, kcm); return startComponent(t, kcmHPA, kcmArgs) })
 
 	// Saturation: each controller alone with a 1s period, the other stopped.
@@ -259,19 +267,22 @@ func TestControllerBenchmark(t *testing.T) {
 	kcm.pid = startComponent(t, kcmHPA, kcmArgs)
 
 	fmt.Printf("\n%d autoscalers per controller (%d with %d pods, the rest with 1), %d pods in all; syncPeriod 15s, measured over %s\n", n, big, bigTargetPods, pods, window)
-	fmt.Printf("%-28s %14s %14s %12s %12s %12s %12s %14s %14s\n", "controller", "CPU s/1k rec", "API req/rec", "heap KiB/as", "RSS KiB/as", "pass s", "first pass s", "from start s", "sat. rec/s")
+	fmt.Printf("%-28s %14s %14s %12s %12s %12s %12s %14s %14s %14s %14s\n", "controller", "CPU s/1k rec", "API req/rec", "heap KiB/as", "RSS KiB/as", "pass s", "first pass s", "from start s", "1st req/rec", "rec ms", "sat. rec/s")
 	for _, p := range []*proc{ours, kcm} {
 		s := steady[p]
 		rec := float64(s[1].reconciles - s[0].reconciles)
 		mean := (s[1].durSum - s[0].durSum) / float64(s[1].durCount-s[0].durCount)
 		fp := map[*proc]passTimes{ours: firstOurs, kcm: firstKCM}[p]
 		sat := map[*proc]float64{ours: satOurs, kcm: satKCM}[p]
-		fmt.Printf("%-28s %14.3f %14.2f %12.2f %12.2f %12.1f %12.1f %14.1f %14.0f\n", p.name,
+		fmt.Printf("%-28s %14.3f %14.2f %12.2f %12.2f %12.1f %12.1f %14.1f %14.2f %14.1f %14.0f\n", p.name,
 			(s[1].cpu-s[0].cpu)/rec*1000, float64(s[1].requests-s[0].requests)/rec,
 			(heap[p]-baseHeap[p])/1024/float64(n), float64(rss[p]-baseRSS[p])/float64(n),
-			float64(n)*mean/5, fp.fromFirstReconcile.Seconds(), fp.fromStart.Seconds(), sat)
+			float64(n)/(rec/window.Seconds()), fp.fromFirstReconcile.Seconds(), fp.fromStart.Seconds(),
+			float64(fp.requests)/float64(n), mean*1000, sat)
 	}
-	fmt.Printf("pass s: N × mean reconcile time / 5 workers (both run 5). first pass: from the first reconcile after a restart to N reconciles; from start: from the process start (cache sync and leader election included).\n")
+	fmt.Printf("metricscale-autoscaler --workers=5 (kube-controller-manager's concurrency): first pass %.1f s, from start %.1f s, %.2f req/rec; as shipped: --workers=%d\n",
+		firstOurs5.fromFirstReconcile.Seconds(), firstOurs5.fromStart.Seconds(), float64(firstOurs5.requests)/float64(n), workersOf(oursArgs))
+	fmt.Printf("pass s: N ÷ reconciles per second over the steady window (15 s when a controller keeps its period). first pass: from the first reconcile after a restart to N reconciles; from start: from the process start (cache sync and leader election included); 1st req/rec: client requests per object over that first pass, its cache's LIST and WATCH included. rec ms: mean reconcile time over the steady window.\n")
 	reads := (o1.reconciles - o0.reconciles) + (k1.reconciles - k0.reconciles)
 	fmt.Printf("over the steady window, %d External metric reads (%.0f/s) through the aggregator:\n", reads, float64(reads)/window.Seconds())
 	fmt.Printf("  metricscale-adapter: %.2f CPU s (%.0f%% of a core), p50 %s, p99 %s\n", ad1-ad0, (ad1-ad0)/window.Seconds()*100, quantile(adL0, adL1, 0.5), quantile(adL0, adL1, 0.99))
@@ -283,7 +294,10 @@ type target struct {
 	pods     int32
 }
 
-type passTimes struct{ fromStart, fromFirstReconcile time.Duration }
+type passTimes struct {
+	fromStart, fromFirstReconcile time.Duration
+	requests                      int // the restarted process' client requests by the end of its first pass
+}
 
 // firstPass restarts a controller and times its first pass over n objects.
 func firstPass(t *testing.T, p *proc, n int, restart func() int) passTimes {
@@ -300,7 +314,7 @@ func firstPass(t *testing.T, p *proc, n int, restart func() int) passTimes {
 				first = time.Now()
 			}
 			if c >= n {
-				return passTimes{fromStart: time.Since(start), fromFirstReconcile: time.Since(first)}
+				return passTimes{fromStart: time.Since(start), fromFirstReconcile: time.Since(first), requests: sumSeries(body, restRequests, "")}
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -392,6 +406,17 @@ func startComponent(t *testing.T, component string, args []string) int {
 		t.Fatal(err)
 	}
 	return pid
+}
+
+// workersOf is the autoscaler's --workers in args, or its default.
+func workersOf(args []string) int {
+	w := app.NewOptions().Workers
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--workers="); ok {
+			w, _ = strconv.Atoi(v)
+		}
+	}
+	return w
 }
 
 // componentPid is the pid hack/cluster.sh recorded for a component, 0 when none.
