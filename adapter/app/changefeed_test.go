@@ -16,14 +16,32 @@ import (
 // TestChangeFeedInProcess runs the real adapter and subscribes to its change
 // feed over TLS through its authentication and authorization: pushes that
 // change a value are announced, pushes that do not are not, and only a user
-// granted the non-resource URL /changes may subscribe.
+// granted the non-resource URL /changes may subscribe. Over HTTP/1.1, the
+// default, and HTTP/2, which --disable-http2-serving=false turns on: an
+// idle HTTP/2 stream must survive its write deadlines.
 func TestChangeFeedInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantMajor int
+	}{
+		{"HTTP/1.1 by default", nil, 1},
+		{"HTTP/2 when enabled", []string{"--disable-http2-serving=false"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testChangeFeed(t, tc.wantMajor, tc.args...)
+		})
+	}
+}
+
+func testChangeFeed(t *testing.T, wantMajor int, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a, err := testenv.Start(ctx, t.TempDir(), "--change-feed-heartbeat=1s")
+	a, err := testenv.Start(ctx, t.TempDir(), append([]string{"--change-feed-heartbeat=1s"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +73,8 @@ func TestChangeFeedInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-		t.Fatalf("GET %s: %s over %s, want 200 over HTTP/2", changefeed.Path, resp.Status, resp.Proto)
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != wantMajor {
+		t.Fatalf("GET %s: %s over %s, want 200 over HTTP major version %d", changefeed.Path, resp.Status, resp.Proto, wantMajor)
 	}
 	events := make(chan changefeed.Event, 100)
 	go func() {
