@@ -96,13 +96,14 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	// than Go's HTTP/2 server, whose frames each go through the
 	// connection's serve loop and a flush of their own, and it leaves
 	// HTTP/2's stream-reset floods (CVE-2023-44487) out, as
-	// controller-runtime's servers do. The aggregator keeps a pool of
-	// connections to the adapter.
+	// kubebuilder's scaffolded controllers do. The aggregator keeps a pool
+	// of connections to the adapter.
 	ss.DisableHTTP2Serving = true
 	// re-install the defaults shown by --help
 	fs.Lookup("secure-port").DefValue = "6443"
 	fs.Lookup("cert-dir").DefValue = ""
-	fs.Lookup("disable-http2-serving").DefValue = "true"
+	h2 := fs.Lookup("disable-http2-serving")
+	h2.DefValue, h2.Usage = "true", "if true, serve HTTP/1.1 only (the default here); false also serves HTTP/2"
 
 	fs.StringVar(&o.RemoteKubeConfigFile, "kubeconfig", o.RemoteKubeConfigFile,
 		"kubeconfig of the cluster whose objects the metrics describe (watch pods, discovery); empty: in-cluster config. Same as --lister-kubeconfig.")
