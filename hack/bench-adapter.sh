@@ -4,7 +4,7 @@
 #   hack/cluster.sh up                 # first, with Prometheus (the default)
 #   hack/bench-adapter.sh [--duration 30s] [--clients 8] [--series 10000] [--pods 20]
 #                         [--selectors 1000] [--cache-ttl 2s] [--no-cache-on]
-#                         [--no-prometheus-adapter] [--second-adapter-arg ARG]... [--keep]
+#                         [--no-prometheus-adapter] [--second-adapter-arg ARG]... [--profile DIR] [--keep]
 #
 # It sets N queue series queue_messages_ready{namespace="metricscale-bench",queue="q-I"} in
 # hack/exporter (POST /set), runs a Deployment of 20 pods on the fake nodes in namespace
@@ -33,6 +33,8 @@
 # request counter: other clients of that Prometheus, such as the autoscaler, add to it), and for
 # our adapter the share of the requests its fast path served (its /metrics, which the reader
 # service account may get).
+# --profile DIR saves our adapter's CPU profile over each of its cases (DIR/CASE-VIA-CACHE.pprof,
+# for go tool pprof; from its /debug/pprof, with the cluster's admin certificate).
 # Direct requests skip verifying the adapter's serving certificate (loopback; only measured).
 #
 # It fails at once if no local cluster is up. It removes what it created (namespace, RBAC, the
@@ -42,7 +44,7 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=30s CLIENTS=8 SERIES=10000 PODS=20 SELECTORS=1000 CACHE_TTL=2s CACHE_ON=true KEEP=false
-PROMETHEUS_ADAPTER=true SECOND_ARGS=()
+PROMETHEUS_ADAPTER=true SECOND_ARGS=() PROFILE_DIR=''
 NS=metricscale-bench
 APISERVER_PORT=${METRICSCALE_APISERVER_PORT:-6443}
 ADAPTER_PORT=${METRICSCALE_ADAPTER_PORT:-6444}
@@ -69,11 +71,16 @@ while [[ $# -gt 0 ]]; do
     --no-cache-on) CACHE_ON=false; shift ;;
     --no-prometheus-adapter) PROMETHEUS_ADAPTER=false; shift ;;
     --second-adapter-arg) SECOND_ARGS+=("$2"); shift 2 ;;
+    --profile) PROFILE_DIR=$2; shift 2 ;;
     --keep) KEEP=true; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
+if [[ -n $PROFILE_DIR ]]; then
+  mkdir -p "$PROFILE_DIR" || die "cannot create --profile $PROFILE_DIR"
+  PROFILE_DIR=$(cd "$PROFILE_DIR" && pwd)
+fi
 ((SELECTORS <= SERIES)) || die "--selectors ($SELECTORS) must not exceed --series ($SERIES)"
 
 # ---------------------------------------------------------------- the cluster
@@ -88,7 +95,10 @@ curl -fsS -o /dev/null "$METRICSCALE_PROMETHEUS_URL/-/ready" ||
 ADAPTER_PIDFILE=$METRICSCALE_CLUSTER_DIR/run/metricscale-adapter.pid
 ADAPTER_PID=$(head -n 1 "$ADAPTER_PIDFILE" 2>/dev/null) && [[ -d /proc/$ADAPTER_PID ]] ||
   die "the adapter of the local cluster is not running (no live pid in $ADAPTER_PIDFILE)"
+APISERVER_PID=$(head -n 1 "$METRICSCALE_CLUSTER_DIR/run/kube-apiserver.pid" 2>/dev/null) && [[ -d /proc/$APISERVER_PID ]] ||
+  die "the kube-apiserver of the local cluster is not running (no live pid in $METRICSCALE_CLUSTER_DIR/run/kube-apiserver.pid)"
 KUBECTL=("$METRICSCALE_KUBECTL" --kubeconfig "$KUBECONFIG")
+PKI=$METRICSCALE_CLUSTER_DIR/pki
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-adapter.XXXXXX")
 CACHED_PID='' PA_PID='' REPOINTED=false
@@ -224,6 +234,8 @@ promql_count() {
     awk '/^prometheus_http_requests_total\{/ && /handler="\/api\/v1\/query"/ { s += $NF } END { printf "%.0f\n", s }'
 }
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# host_ticks — the machine's busy and total CPU ticks ("BUSY TOTAL", /proc/stat).
+host_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9 && i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -233,8 +245,8 @@ fast_count() {
     awk '/^metricscale_adapter_fast_path_requests_total\{served_by="fast"\}/ { v = $NF } END { printf "%.0f\n", v + 0 }'
 }
 
-printf '%-11s %-10s %-5s %8s %8s %8s %7s %9s %12s %7s %6s\n' \
-  case via cache "q/s" "p50-ms" "p99-ms" errors promql/q cpu-s/1000q rss-MB fast% >"$WORK/table"
+printf '%-11s %-10s %-5s %8s %8s %8s %7s %9s %12s %7s %6s %12s %13s %6s\n' \
+  case via cache "q/s" "p50-ms" "p99-ms" errors promql/q cpu-s/1000q rss-MB fast% client-cpu-s apiserver-cpu host% >"$WORK/table"
 
 # run CASE VIA CACHE PID BASE URLFILE [ADAPTER] — one 30 s run of loadgen, one line of the
 # table; with ADAPTER (one of ours, direct), the share of the requests its fast path served.
@@ -242,23 +254,38 @@ run() {
   local name=$1 via=$2 cache=$3 pid=$4 base=$5 urls=$6 adapter=${7:-} ca=()
   [[ $via == aggregator ]] && ca=(-cacert "$WORK/apiserver-ca.crt") || ca=(-insecure)
   sed "s|^|$base|" "$urls" >"$WORK/urls.run"
-  local q0 c0 f0=0 out
+  local q0 c0 f0=0 out prof=''
   [[ -n $adapter ]] && f0=$(fast_count "$adapter")
-  q0=$(promql_count) c0=$(cpu_ticks "$pid")
+  if [[ -n $adapter && -n $PROFILE_DIR ]]; then
+    # over all but the run's last 2 s, so that the profile ends before the CPU counter is read
+    local secs
+    secs=$(awk -v d="$DURATION" 'BEGIN { n = d + 0; if (d ~ /m$/) n *= 60; n -= 2; if (n < 1) n = 1; printf "%d", n }')
+    curl -fsS -k --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+      -o "$PROFILE_DIR/$name-$via-$cache.pprof" "$adapter/debug/pprof/profile?seconds=$secs" &
+    prof=$!
+  fi
+  local h0 a0
+  q0=$(promql_count) c0=$(cpu_ticks "$pid") h0=$(host_ticks) a0=$(cpu_ticks "$APISERVER_PID")
   out=$("$WORK/loadgen" -c "$CLIENTS" -d "$DURATION" -token-file "$WORK/token" "${ca[@]}" -urls-file "$WORK/urls.run" -json) ||
     die "loadgen failed for $name via $via"
-  local q1 c1 fast=-
-  q1=$(promql_count) c1=$(cpu_ticks "$pid")
+  if [[ -n $prof ]]; then
+    wait "$prof" || log "    no CPU profile for $name via $via ($adapter/debug/pprof/profile)"
+  fi
+  local q1 c1 h1 a1 fast=-
+  q1=$(promql_count) c1=$(cpu_ticks "$pid") h1=$(host_ticks) a1=$(cpu_ticks "$APISERVER_PID")
   local n
   n=$(jq -r .requests <<<"$out")
   ((n > 0)) || die "$name via $via: no answers ($(jq -r '.firstError // ""' <<<"$out"))"
   # (the loadgen's own requests only: the counter is read before and after)
   [[ -n $adapter ]] && fast=$(awk -v a="$f0" -v b="$(fast_count "$adapter")" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / n * 100 }')
-  printf '%-11s %-10s %-5s %8.0f %8.2f %8.2f %7d %9.3f %12.3f %7s %6s\n' "$name" "$via" "$cache" \
+  printf '%-11s %-10s %-5s %8.0f %8.2f %8.2f %7d %9.3f %12.3f %7s %6s %12.3f %13.3f %6.0f\n' "$name" "$via" "$cache" \
     "$(jq -r .qps <<<"$out")" "$(jq -r '.p50 / 1e6' <<<"$out")" "$(jq -r '.p99 / 1e6' <<<"$out")" \
     "$(jq -r .errors <<<"$out")" "$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN { print (b - a) / n }')" \
     "$(awk -v a="$c0" -v b="$c1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { print (b - a) / hz / n * 1000 }')" \
-    "$(rss_mb "$pid")" "$fast" | tee -a "$WORK/table" >&2
+    "$(rss_mb "$pid")" "$fast" "$(jq -r --argjson n "$n" '.cpuSeconds / $n * 1000' <<<"$out")" \
+    "$(awk -v a="$a0" -v b="$a1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { print (b - a) / hz / n * 1000 }')" \
+    "$(awk -v a="$h0" -v b="$h1" 'BEGIN { split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.0f", (y[1] - x[1]) / (y[2] - x[2]) * 100; else print 0 }')" |
+    tee -a "$WORK/table" >&2
   if [[ $(jq -r .errors <<<"$out") != 0 ]]; then
     log "    first error: $(jq -r '.firstError // ""' <<<"$out")"
   fi
@@ -365,7 +392,10 @@ if [[ $PROMETHEUS_ADAPTER == true ]]; then
              for (i = 1; i <= n; i++) if (pa[c[i]] > 0) printf "%-11s %-10s %-5s %8.1f\n", c[i], v[i], k[i], q[i] / pa[c[i]] }' "$WORK/table"
 fi
 echo
-echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); fast%: the share of the case's"
+echo "cpu-s/1000q and rss-MB: the adapter process serving the case (/proc); client-cpu-s: the load generator's"
+echo "CPU-seconds per 1,000 queries; apiserver-cpu: the kube-apiserver's (the aggregator's proxying; direct, the"
+echo "adapter's TokenReviews and SubjectAccessReviews); host%: the machine's CPU busy during the case (/proc/stat, every core: when"
+echo "it nears 100, q/s is bound by CPU and the CPU columns say who takes it); fast%: the share of the case's"
 echo "requests that adapter served on its fast path (metricscale_adapter_fast_path_requests_total); promql/q: Prometheus' /api/v1/query"
 echo "requests per API query, from every client of that Prometheus. Goals (issue 9 §5): selector ≥ 8,000 q/s"
 echo "direct and ≥ 2,000 through the aggregator, pods ≥ 5,000 q/s, all-series ≥ 200 q/s, or as ratios to"

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/metricscale/metricscale/hack/loadgen/load"
@@ -113,7 +114,9 @@ func run(args []string) error {
 			load.Summary
 			Codes    map[int]int `json:"codes"`
 			FirstErr string      `json:"firstError,omitempty"`
-		}{s, r.Codes, r.FirstErr})
+			// the clients' own CPU, so that a benchmark can tell it from the server's
+			CPUSeconds float64 `json:"cpuSeconds"`
+		}{s, r.Codes, r.FirstErr, cpuSeconds()})
 	}
 	fmt.Printf("requests %d  errors %d  q/s %.0f  p50 %.2fms  p99 %.2fms  max %.2fms  codes %v\n",
 		s.Requests, s.Errors, s.QPS, ms(s.P50), ms(s.P99), ms(s.Max), r.Codes)
@@ -121,6 +124,15 @@ func run(args []string) error {
 		fmt.Println("first error:", r.FirstErr)
 	}
 	return nil
+}
+
+// cpuSeconds is the user and system CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
