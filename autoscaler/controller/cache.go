@@ -2,6 +2,9 @@ package controller
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,6 +193,58 @@ func (l podLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
+// internedLabels holds one copy of each metric selector's matchLabels map
+// internStrings has seen, up to a bound: a small map costs about 300 bytes,
+// as much as the rest of a cached selector, and autoscalers reading one
+// queue or one app's series repeat the same few. Cached objects are read
+// only (a reconcile copies before it writes), so they may share one map.
+var internedLabels = &mapInterner{m: map[string]map[string]string{}, max: 4096}
+
+// maxInternedLabels is the largest map internedLabels shares.
+const maxInternedLabels = 8
+
+type mapInterner struct {
+	mu  sync.Mutex
+	m   map[string]map[string]string
+	max int
+}
+
+// get returns the shared copy of m (equal content), with its strings
+// interned; m itself once the bound is reached or when m is large.
+func (in *mapInterner) get(m map[string]string) map[string]string {
+	if len(m) == 0 || len(m) > maxInternedLabels {
+		return m
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		// length-prefixed: no content can pass for another's
+		for _, s := range [2]string{k, m[k]} {
+			b.WriteString(strconv.Itoa(len(s)))
+			b.WriteByte(':')
+			b.WriteString(s)
+		}
+	}
+	id := b.String()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.m[id]; ok {
+		return c
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[interned.get(k)] = interned.get(v)
+	}
+	if len(in.m) < in.max {
+		in.m[id] = out
+	}
+	return out
+}
+
 // interned holds one copy of each string internStrings has seen, up to a
 // bound: past it, new strings stay as decoded (a cache of every condition
 // message with a number in it must not grow without end).
@@ -235,7 +290,7 @@ func internStrings(ma *v1alpha1.MetricAutoscaler) {
 		if s == nil {
 			return
 		}
-		s.MatchLabels = inMap(s.MatchLabels)
+		s.MatchLabels = internedLabels.get(s.MatchLabels)
 		for i := range s.MatchExpressions {
 			e := &s.MatchExpressions[i]
 			in(&e.Key)

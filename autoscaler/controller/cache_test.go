@@ -6,7 +6,9 @@ import (
 	"fmt"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	clienttesting "k8s.io/client-go/testing"
+	"maps"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -242,6 +244,34 @@ func TestInternStrings(t *testing.T) {
 		if unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
 			t.Errorf("%q is not shared between two objects", pair[0])
 		}
+	}
+
+	sa, sb := ma.Spec.Metrics[0].External.Metric.Selector.MatchLabels, mb.Spec.Metrics[0].External.Metric.Selector.MatchLabels
+	if reflect.ValueOf(sa).UnsafePointer() != reflect.ValueOf(sb).UnsafePointer() {
+		t.Errorf("equal matchLabels %v are not one shared map", sa)
+	}
+
+	labelMaps := &mapInterner{m: map[string]map[string]string{}, max: 2}
+	for _, tc := range []struct {
+		a, b  map[string]string
+		share bool
+	}{
+		{map[string]string{"queue": "orders"}, map[string]string{"queue": "orders"}, true},
+		{map[string]string{"queue": "orders"}, map[string]string{"queue": "billing"}, false},
+		// what a separator-joined id would confuse
+		{map[string]string{"a": "b\x00c\x00d"}, map[string]string{"a": "b", "c": "d"}, false},
+		{map[string]string{"a:1": "b"}, map[string]string{"a": "1:b"}, false},
+	} {
+		x, y := labelMaps.get(maps.Clone(tc.a)), labelMaps.get(maps.Clone(tc.b))
+		if !maps.Equal(x, tc.a) || !maps.Equal(y, tc.b) {
+			t.Errorf("get(%v), get(%v) = %v, %v: content changed", tc.a, tc.b, x, y)
+		}
+		if shared := reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer(); shared != tc.share {
+			t.Errorf("get(%v), get(%v): shared %v, want %v", tc.a, tc.b, shared, tc.share)
+		}
+	}
+	if len(labelMaps.m) != 2 {
+		t.Errorf("the map interner holds %d maps, bound 2", len(labelMaps.m))
 	}
 
 	small := &interner{m: map[string]string{}, max: 2}

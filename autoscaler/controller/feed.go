@@ -150,9 +150,10 @@ func fedMetrics(ns string, specs []autoscalingv2.MetricSpec) map[string][]fedMet
 	return out
 }
 
-// selectorOf is the metric selector; one that does not parse selects every
-// series, so that the change still reaches the object (whose reconcile
-// reports the bad selector).
+// selectorOf is the metric selector, one shared copy per distinct selector
+// (see feedSelectors); one that does not parse selects every series, so
+// that the change still reaches the object (whose reconcile reports the
+// bad selector).
 func selectorOf(ls *metav1.LabelSelector) labels.Selector {
 	if ls == nil {
 		return labels.Everything()
@@ -160,6 +161,33 @@ func selectorOf(ls *metav1.LabelSelector) labels.Selector {
 	sel, err := metav1.LabelSelectorAsSelector(ls)
 	if err != nil {
 		return labels.Everything()
+	}
+	return feedSelectors.get(sel)
+}
+
+// feedSelectors holds one parsed copy of each metric selector the feed
+// indexes, up to a bound: autoscalers of one queue or app repeat theirs,
+// and a parsed selector costs about 100 bytes an object. Selectors are
+// immutable once parsed.
+var feedSelectors = &selectorInterner{m: map[string]labels.Selector{}, max: 4096}
+
+type selectorInterner struct {
+	mu  sync.Mutex
+	m   map[string]labels.Selector
+	max int
+}
+
+// get returns the shared selector equal to sel: same String, which is
+// canonical (sorted requirements) and parses back to the same selector.
+func (in *selectorInterner) get(sel labels.Selector) labels.Selector {
+	k := sel.String()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.m[k]; ok {
+		return c
+	}
+	if len(in.m) < in.max {
+		in.m[k] = sel
 	}
 	return sel
 }

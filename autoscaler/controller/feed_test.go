@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -264,5 +266,37 @@ func TestChangeFeedOnTheInformer(t *testing.T) {
 	f.Changed(&changefeed.Event{Type: changefeed.TypeChange, Name: "queue_messages_ready", Labels: map[string]string{"queue": "jobs"}})
 	if got := drain(fx.ctrl); !slices.Equal(got, []string{"MetricAutoscaler/default/workers"}) {
 		t.Errorf("queued %q", got)
+	}
+}
+
+// TestChangeFeedSharesSelectors: equal metric selectors are one parsed
+// copy in the index, different ones are not, and the bound holds.
+func TestChangeFeedSharesSelectors(t *testing.T) {
+	t.Parallel()
+	in := &selectorInterner{m: map[string]labels.Selector{}, max: 2}
+	parse := func(ls *metav1.LabelSelector) labels.Selector {
+		t.Helper()
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.get(s)
+	}
+	inAB := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
+	inBA := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", "a"}}}}
+	a1, a2, b := parse(match("queue", "orders", "env", "prod")), parse(match("env", "prod", "queue", "orders")), parse(match("queue", "billing"))
+	if reflect.ValueOf(a1).UnsafePointer() != reflect.ValueOf(a2).UnsafePointer() {
+		t.Errorf("equal selectors %s and %s are two copies", a1, a2)
+	}
+	if b.String() != "queue=billing" || reflect.ValueOf(a1).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		t.Errorf("different selectors %s and %s shared", a1, b)
+	}
+	// the bound (2) is reached: a third selector is kept as parsed, equal ones are not shared
+	c1, c2 := parse(inAB), parse(inBA)
+	if len(in.m) != 2 || reflect.ValueOf(c1).UnsafePointer() == reflect.ValueOf(c2).UnsafePointer() {
+		t.Errorf("past the bound: %d selectors held, %s and %s shared", len(in.m), c1, c2)
+	}
+	if !c1.Matches(labels.Set{"queue": "b"}) || c1.Matches(labels.Set{"queue": "c"}) {
+		t.Errorf("%s matches wrongly", c1)
 	}
 }
