@@ -198,20 +198,15 @@ func (l podLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
 // as much as the rest of a cached selector, and autoscalers reading one
 // queue or one app's series repeat the same few. Cached objects are read
 // only (a reconcile copies before it writes), so they may share one map.
-var internedLabels = &mapInterner{m: map[string]map[string]string{}, max: 4096}
+var internedLabels = newInternTable[map[string]string](4096)
 
 // maxInternedLabels is the largest map internedLabels shares.
 const maxInternedLabels = 8
 
-type mapInterner struct {
-	mu  sync.Mutex
-	m   map[string]map[string]string
-	max int
-}
-
-// get returns the shared copy of m (equal content), with its strings
-// interned; m itself once the bound is reached or when m is large.
-func (in *mapInterner) get(m map[string]string) map[string]string {
+// internLabels returns the shared copy of m (equal content), with its
+// strings interned; a copy of its own once the bound is reached, m itself
+// when m is large.
+func internLabels(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > maxInternedLabels {
 		return m
 	}
@@ -229,60 +224,65 @@ func (in *mapInterner) get(m map[string]string) map[string]string {
 			b.WriteString(s)
 		}
 	}
-	id := b.String()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.m[id]; ok {
-		return c
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[interned.get(k)] = interned.get(v)
-	}
-	if len(in.m) < in.max {
-		in.m[id] = out
-	}
-	return out
+	return internedLabels.get(b.String(), func() map[string]string {
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[internString(k)] = internString(v)
+		}
+		return out
+	})
 }
 
 // interned holds one copy of each string internStrings has seen, up to a
 // bound: past it, new strings stay as decoded (a cache of every condition
 // message with a number in it must not grow without end).
-var interned = &interner{m: map[string]string{}, max: 4096}
+var interned = newInternTable[string](4096)
 
-type interner struct {
-	mu  sync.Mutex
-	m   map[string]string
-	max int
-}
-
-func (in *interner) get(s string) string {
+func internString(s string) string {
 	if s == "" {
 		return s
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.m[s]; ok {
-		return c
+	return interned.get(s, func() string { return s })
+}
+
+// internTable keeps the first value made for each key, up to max keys:
+// past the bound, get returns a new value each time, kept by no one.
+type internTable[V any] struct {
+	mu  sync.Mutex
+	m   map[string]V
+	max int
+}
+
+func newInternTable[V any](max int) *internTable[V] {
+	return &internTable[V]{m: map[string]V{}, max: max}
+}
+
+// get returns the value kept for k, or newValue's, kept if there is room.
+func (t *internTable[V]) get(k string, newValue func() V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.m[k]; ok {
+		return v
 	}
-	if len(in.m) < in.max {
-		in.m[s] = s
+	v := newValue()
+	if len(t.m) < t.max {
+		t.m[k] = v
 	}
-	return s
+	return v
 }
 
 // internStrings makes the strings that repeat across MetricAutoscalers
 // (namespaces, kinds, metric names and selectors, condition reasons and
 // messages) share one copy each: a decoded object has its own copy of all.
 func internStrings(ma *v1alpha1.MetricAutoscaler) {
-	in := func(s *string) { *s = interned.get(*s) }
+	in := func(s *string) { *s = internString(*s) }
 	inMap := func(m map[string]string) map[string]string {
 		if m == nil {
 			return nil
 		}
 		out := make(map[string]string, len(m))
 		for k, v := range m {
-			out[interned.get(k)] = interned.get(v)
+			out[internString(k)] = internString(v)
 		}
 		return out
 	}
@@ -290,7 +290,7 @@ func internStrings(ma *v1alpha1.MetricAutoscaler) {
 		if s == nil {
 			return
 		}
-		s.MatchLabels = internedLabels.get(s.MatchLabels)
+		s.MatchLabels = internLabels(s.MatchLabels)
 		for i := range s.MatchExpressions {
 			e := &s.MatchExpressions[i]
 			in(&e.Key)

@@ -220,8 +220,7 @@ func BenchmarkCacheBytes(b *testing.B) {
 
 // TestInternStrings: interning changes no value, shares repeated strings,
 // and stops adding strings at its bound.
-func TestInternStrings(t *testing.T) {
-	t.Parallel()
+func TestInternStrings(t *testing.T) { // not parallel: it swaps the package's tables
 	a, err := typedMetricAutoscaler(cachedMetricAutoscaler(t, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +250,9 @@ func TestInternStrings(t *testing.T) {
 		t.Errorf("equal matchLabels %v are not one shared map", sa)
 	}
 
-	labelMaps := &mapInterner{m: map[string]map[string]string{}, max: 2}
+	// a table of 2 maps and 4 strings, for the bound; restored after
+	defer func(l *internTable[map[string]string], s *internTable[string]) { internedLabels, interned = l, s }(internedLabels, interned)
+	internedLabels, interned = newInternTable[map[string]string](2), newInternTable[string](4)
 	for _, tc := range []struct {
 		a, b  map[string]string
 		share bool
@@ -262,7 +263,7 @@ func TestInternStrings(t *testing.T) {
 		{map[string]string{"a": "b\x00c\x00d"}, map[string]string{"a": "b", "c": "d"}, false},
 		{map[string]string{"a:1": "b"}, map[string]string{"a": "1:b"}, false},
 	} {
-		x, y := labelMaps.get(maps.Clone(tc.a)), labelMaps.get(maps.Clone(tc.b))
+		x, y := internLabels(maps.Clone(tc.a)), internLabels(maps.Clone(tc.b))
 		if !maps.Equal(x, tc.a) || !maps.Equal(y, tc.b) {
 			t.Errorf("get(%v), get(%v) = %v, %v: content changed", tc.a, tc.b, x, y)
 		}
@@ -270,16 +271,8 @@ func TestInternStrings(t *testing.T) {
 			t.Errorf("get(%v), get(%v): shared %v, want %v", tc.a, tc.b, shared, tc.share)
 		}
 	}
-	if len(labelMaps.m) != 2 {
-		t.Errorf("the map interner holds %d maps, bound 2", len(labelMaps.m))
-	}
-
-	small := &interner{m: map[string]string{}, max: 2}
-	for _, s := range []string{"a", "b", "c", "a"} {
-		small.get(strings.Clone(s))
-	}
-	if len(small.m) != 2 {
-		t.Errorf("the interner holds %d strings, bound 2", len(small.m))
+	if len(internedLabels.m) != 2 || len(interned.m) != 4 {
+		t.Errorf("the tables hold %d maps and %d strings, bounds 2 and 4", len(internedLabels.m), len(interned.m))
 	}
 }
 

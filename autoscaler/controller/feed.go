@@ -162,35 +162,16 @@ func selectorOf(ls *metav1.LabelSelector) labels.Selector {
 	if err != nil {
 		return labels.Everything()
 	}
-	return feedSelectors.get(sel)
+	return feedSelectors.get(sel.String(), func() labels.Selector { return sel })
 }
 
 // feedSelectors holds one parsed copy of each metric selector the feed
 // indexes, up to a bound: autoscalers of one queue or app repeat theirs,
 // and a parsed selector costs about 100 bytes an object. Selectors are
-// immutable once parsed.
-var feedSelectors = &selectorInterner{m: map[string]labels.Selector{}, max: 4096}
-
-type selectorInterner struct {
-	mu  sync.Mutex
-	m   map[string]labels.Selector
-	max int
-}
-
-// get returns the shared selector equal to sel: same String, which is
-// canonical (sorted requirements) and parses back to the same selector.
-func (in *selectorInterner) get(sel labels.Selector) labels.Selector {
-	k := sel.String()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.m[k]; ok {
-		return c
-	}
-	if len(in.m) < in.max {
-		in.m[k] = sel
-	}
-	return sel
-}
+// immutable once parsed. The key is the selector's String, which is
+// canonical (sorted requirements and values) and parses back to the same
+// selector.
+var feedSelectors = newInternTable[labels.Selector](4096)
 
 // set replaces what key reads (nil: nothing, the object is gone).
 func (f *ChangeFeed) set(key string, metrics map[string][]fedMetric) {

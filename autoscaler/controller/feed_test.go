@@ -271,17 +271,11 @@ func TestChangeFeedOnTheInformer(t *testing.T) {
 
 // TestChangeFeedSharesSelectors: equal metric selectors are one parsed
 // copy in the index, different ones are not, and the bound holds.
-func TestChangeFeedSharesSelectors(t *testing.T) {
-	t.Parallel()
-	in := &selectorInterner{m: map[string]labels.Selector{}, max: 2}
-	parse := func(ls *metav1.LabelSelector) labels.Selector {
-		t.Helper()
-		s, err := metav1.LabelSelectorAsSelector(ls)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return in.get(s)
-	}
+func TestChangeFeedSharesSelectors(t *testing.T) { // not parallel: it swaps the package's table
+	defer func(s *internTable[labels.Selector]) { feedSelectors = s }(feedSelectors)
+	feedSelectors = newInternTable[labels.Selector](2)
+	in := feedSelectors
+	parse := selectorOf
 	inAB := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
 	inBA := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", "a"}}}}
 	a1, a2, b := parse(match("queue", "orders", "env", "prod")), parse(match("env", "prod", "queue", "orders")), parse(match("queue", "billing"))

@@ -40,7 +40,7 @@ func (w *cachedWorkload) GetObjectMeta() metav1.Object {
 }
 
 func newCachedWorkload(meta metav1.ObjectMeta, replicas *int32, statusReplicas int32, sel *metav1.LabelSelector) *cachedWorkload {
-	w := &cachedWorkload{name: meta.Name, namespace: interned.get(meta.Namespace), statusReplicas: statusReplicas, replicas: 1}
+	w := &cachedWorkload{name: meta.Name, namespace: internString(meta.Namespace), statusReplicas: statusReplicas, replicas: 1}
 	if replicas != nil {
 		w.replicas = *replicas
 	}
