@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,13 +211,8 @@ func internLabels(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > maxInternedLabels {
 		return m
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		// length-prefixed: no content can pass for another's
 		for _, s := range [2]string{k, m[k]} {
 			b.WriteString(strconv.Itoa(len(s)))
