@@ -220,13 +220,19 @@ func internLabels(m map[string]string) map[string]string {
 			b.WriteString(s)
 		}
 	}
-	return internedLabels.get(b.String(), func() map[string]string {
-		out := make(map[string]string, len(m))
-		for k, v := range m {
-			out[internString(k)] = internString(v)
-		}
-		return out
-	})
+	return internedLabels.get(b.String(), func() map[string]string { return internMap(m) })
+}
+
+// internMap is a copy of m with its strings interned (nil for nil).
+func internMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[internString(k)] = internString(v)
+	}
+	return out
 }
 
 // interned holds one copy of each string internStrings has seen, up to a
@@ -272,16 +278,6 @@ func (t *internTable[V]) get(k string, newValue func() V) V {
 // messages) share one copy each: a decoded object has its own copy of all.
 func internStrings(ma *v1alpha1.MetricAutoscaler) {
 	in := func(s *string) { *s = internString(*s) }
-	inMap := func(m map[string]string) map[string]string {
-		if m == nil {
-			return nil
-		}
-		out := make(map[string]string, len(m))
-		for k, v := range m {
-			out[internString(k)] = internString(v)
-		}
-		return out
-	}
 	inSelector := func(s *metav1.LabelSelector) {
 		if s == nil {
 			return
@@ -302,8 +298,8 @@ func internStrings(ma *v1alpha1.MetricAutoscaler) {
 	in(&ma.Namespace)
 	in(&ma.APIVersion)
 	in(&ma.Kind)
-	ma.Labels = inMap(ma.Labels)
-	ma.Annotations = inMap(ma.Annotations)
+	ma.Labels = internMap(ma.Labels)
+	ma.Annotations = internMap(ma.Annotations)
 	ref := &ma.Spec.ScaleTargetRef
 	in(&ref.APIVersion)
 	in(&ref.Kind)
