@@ -32,7 +32,8 @@
 # per 1,000 queries and RSS (from /proc), PromQL queries per API query (Prometheus' own
 # request counter: other clients of that Prometheus, such as the autoscaler, add to it), and for
 # our adapter the share of the requests its fast path served (its /metrics, which the reader
-# service account may get).
+# service account may get); then the load generator's and the kube-apiserver's CPU-seconds per
+# 1,000 queries and how busy the host was (/proc/stat).
 # --profile DIR saves our adapter's CPU profile over each of its cases (DIR/CASE-VIA-CACHE.pprof,
 # for go tool pprof; from its /debug/pprof, with the cluster's admin certificate).
 # Direct requests skip verifying the adapter's serving certificate (loopback; only measured).

@@ -5,7 +5,8 @@
 # kube-controller-manager at the same 15s sync period. Prints, for both controllers, CPU
 # seconds per 1,000 reconciles, API requests per reconcile, live heap and RSS per
 # autoscaler, the pass time, the first pass after a restart and reconciles per second at
-# saturation (1s periods, each controller alone), and the adapter's and apiserver's CPU.
+# saturation (1s periods, each controller alone), and the adapter's and apiserver's CPU, the
+# host's and each component's over the steady window.
 #
 #   hack/bench-controller.sh [N] [SECONDS]
 #
