@@ -2,7 +2,8 @@
 # hack/cluster.sh — a local Kubernetes control plane for metricscale, without Docker.
 #
 #   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
-#                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--no-record] [--dir DIR]
+#                      [--kubernetes-only] [--no-prometheus] [--no-backends] [--no-record] [--no-pod-stages]
+#                      [--dir DIR]
 #   hack/cluster.sh down [--purge] [--dir DIR]
 #   hack/cluster.sh status [--dir DIR]
 #   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
@@ -28,6 +29,10 @@
 # autoscaler subscribes to the adapter's change feed, https://127.0.0.1:6444/changes, unless
 # --change-feed-url names another URL, or none; it records every MetricAutoscaler's reconciles
 # for `autoscaler record` on 127.0.0.1:6449 unless --no-record).
+# --no-pod-stages gives kwok its node stages only: no pod lifecycle (pods stay Pending unless
+# something writes their status) and no resource metrics, so no metrics-server either. For
+# benchmarks that write pod status themselves: kwok's pod stages and metrics-server's scrape
+# of every pod otherwise keep most of a core busy at tens of thousands of pods.
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -116,6 +121,7 @@ RUNNING_BACKENDS=()
 PURGE=false
 CHANGE_FEED_URL=""
 RECORD=true
+POD_STAGES=true
 PASSTHROUGH=()
 EXPLICIT=" " # flags given on the command line, to compare with a running cluster
 
@@ -138,6 +144,7 @@ while [[ $# -gt 0 ]]; do
     --no-prometheus) PROMETHEUS=false; EXPLICIT+="no-prometheus "; shift ;;
     --no-backends) BACKENDS=false; EXPLICIT+="no-backends "; shift ;;
     --no-record) RECORD=false; EXPLICIT+="no-record "; shift ;;
+    --no-pod-stages) POD_STAGES=false; EXPLICIT+="no-pod-stages "; shift ;;
     --purge) PURGE=true; shift ;;
     --change-feed-url) need_value "$@"; CHANGE_FEED_URL=$2; shift 2 ;;
     -h | --help) CMD=help; shift ;;
@@ -357,25 +364,32 @@ build_module() {
 
 # kwok ships no stages: assemble its configuration (stages for fast nodes and pods,
 # resource-usage metrics from pod annotations) from its module's kustomize folder.
+# kwok-nodes.yaml has the node stages only (--no-pod-stages).
 write_kwok_config() {
-  local out=$CACHE_DIR/kwok.yaml
-  [[ -s $out && $out -nt $BIN/kwok ]] && return 0
+  local out=$CACHE_DIR/kwok.yaml nodes_out=$CACHE_DIR/kwok-nodes.yaml
+  [[ -s $out && $out -nt $BIN/kwok && -s $nodes_out && $nodes_out -nt $BIN/kwok ]] && return 0
   local kdir
   kdir=$(cd "$BUILD_ROOT/kwok" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
     die "cannot find the sigs.k8s.io/kwok module folder"
-  local f first=true
-  {
-    for f in stage/node/fast/node-initialize.yaml \
-      stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-      stage/pod/fast/pod-ready.yaml stage/pod/fast/pod-complete.yaml stage/pod/fast/pod-delete.yaml \
-      metrics/resource/metrics-resource.yaml metrics/usage/usage-from-annotation.yaml; do
-      [[ -f $kdir/kustomize/$f ]] || die "kwok module has no kustomize/$f"
-      $first || echo '---'
-      first=false
-      cat "$kdir/kustomize/$f"
-    done
-  } >"$out.tmp"
+  local node_stages=(stage/node/fast/node-initialize.yaml stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml)
+  concat_kustomize "$kdir" "${node_stages[@]}" \
+    stage/pod/fast/pod-ready.yaml stage/pod/fast/pod-complete.yaml stage/pod/fast/pod-delete.yaml \
+    metrics/resource/metrics-resource.yaml metrics/usage/usage-from-annotation.yaml >"$out.tmp"
+  concat_kustomize "$kdir" "${node_stages[@]}" >"$nodes_out.tmp"
   mv "$out.tmp" "$out"
+  mv "$nodes_out.tmp" "$nodes_out"
+}
+
+# concat_kustomize DIR FILE... prints the files of DIR/kustomize as one YAML stream.
+concat_kustomize() {
+  local kdir=$1 f first=true
+  shift
+  for f in "$@"; do
+    [[ -f $kdir/kustomize/$f ]] || die "kwok module has no kustomize/$f"
+    $first || echo '---'
+    first=false
+    cat "$kdir/kustomize/$f"
+  done
 }
 
 build_all() {
@@ -583,6 +597,7 @@ write_state() {
     printf 'STATE_PROMETHEUS=%q\n' "$PROMETHEUS"
     printf 'STATE_BACKENDS=%q\n' "${RUNNING_BACKENDS[*]}"
     printf 'STATE_RECORD=%q\n' "$RECORD"
+    printf 'STATE_POD_STAGES=%q\n' "$POD_STAGES"
     printf 'STATE_COMPONENTS=%q\n' "$1"
     printf 'STATE_STARTED_AT=%q\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf 'STATE_REPO_ROOT=%q\n' "$REPO_ROOT"
@@ -686,6 +701,7 @@ cmd_up() {
       [[ $EXPLICIT == *" separate-hpa-controller "* && $STATE_HPA_CONTROLLER != separate ]] && differs+=("it does not run the HPA controller in a kube-controller-manager of its own")
       [[ $EXPLICIT == *" kubernetes-only "* && $STATE_KUBERNETES_ONLY == false ]] && differs+=("it runs the metricscale components too")
       [[ $EXPLICIT == *" no-prometheus "* && ${STATE_PROMETHEUS:-false} == true ]] && differs+=("it runs Prometheus")
+      [[ $EXPLICIT == *" no-pod-stages "* && ${STATE_POD_STAGES:-true} == true ]] && differs+=("its kwok runs pod stages")
       if paused prometheus; then
         warn "its Prometheus is stopped (hack/cluster.sh stop-prometheus); start it again with: hack/cluster.sh start-prometheus"
       fi
@@ -763,7 +779,9 @@ cmd_up() {
   done
   phase_end "ports, PKI, kubeconfigs"
 
-  local components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server)
+  local components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+  [[ $HPA_CONTROLLER == separate ]] && components+=(kube-controller-manager-hpa)
+  [[ $POD_STAGES == true ]] && components+=(metrics-server)
   [[ $with_adapter == true ]] && components+=(metricscale-adapter)
   [[ $with_autoscaler == true ]] && components+=(metricscale-autoscaler)
   [[ $PROMETHEUS == true ]] && components+=(exporter prometheus)
@@ -862,7 +880,9 @@ cmd_up() {
   phase_begin "start kwok and create $NODES fake node(s)"
   # KWOK_WORKDIR keeps kwok away from ~/.kwok (it would also load ~/.kwok/kwok.yaml).
   mkdir -p "$DIR/kwok"
-  KWOK_WORKDIR=$DIR/kwok start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfigs/kwok.kubeconfig" --config="$CACHE_DIR/kwok.yaml" \
+  local kwok_config=$CACHE_DIR/kwok.yaml
+  [[ $POD_STAGES == true ]] || kwok_config=$CACHE_DIR/kwok-nodes.yaml
+  KWOK_WORKDIR=$DIR/kwok start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfigs/kwok.kubeconfig" --config="$kwok_config" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --cidr=10.244.0.0/16 \
     --node-ip=127.0.0.1 --node-port="$KWOK_PORT" --server-address="127.0.0.1:$KWOK_PORT" \
@@ -875,22 +895,24 @@ cmd_up() {
   wait_healthy kwok 60 "Ready on all nodes" "${KC[@]}" wait --for=condition=Ready node --all --timeout=5s
   phase_end "kwok, nodes"
 
-  # ---- metrics-server
-  phase_begin "start metrics-server and register metrics.k8s.io"
-  mkdir -p "$DIR/metrics-server"
-  local km=$DIR/kubeconfigs/metrics-server.kubeconfig
-  start metrics-server "$BIN/metrics-server" \
-    --kubeconfig="$km" --authentication-kubeconfig="$km" --authorization-kubeconfig="$km" \
-    --bind-address=127.0.0.1 --secure-port="$METRICS_SERVER_PORT" --cert-dir="$DIR/metrics-server" \
-    --kubelet-insecure-tls --kubelet-use-node-status-port --kubelet-preferred-address-types=InternalIP \
-    --metric-resolution=10s --kubelet-request-timeout=5s --v=1
-  wait_healthy metrics-server 60 live probe -insecure "https://127.0.0.1:$METRICS_SERVER_PORT/livez"
-  {
-    external_name_service_yaml kube-system metrics-server
-    apiservice_yaml v1beta1.metrics.k8s.io metrics.k8s.io v1beta1 kube-system metrics-server "$METRICS_SERVER_PORT" 100
-  } | apply || die "registering metrics.k8s.io failed"
-  wait_apiservices metrics-server 60 v1beta1.metrics.k8s.io
-  phase_end "metrics-server"
+  # ---- metrics-server (kwok serves no resource metrics without its pod stages)
+  if [[ $POD_STAGES == true ]]; then
+    phase_begin "start metrics-server and register metrics.k8s.io"
+    mkdir -p "$DIR/metrics-server"
+    local km=$DIR/kubeconfigs/metrics-server.kubeconfig
+    start metrics-server "$BIN/metrics-server" \
+      --kubeconfig="$km" --authentication-kubeconfig="$km" --authorization-kubeconfig="$km" \
+      --bind-address=127.0.0.1 --secure-port="$METRICS_SERVER_PORT" --cert-dir="$DIR/metrics-server" \
+      --kubelet-insecure-tls --kubelet-use-node-status-port --kubelet-preferred-address-types=InternalIP \
+      --metric-resolution=10s --kubelet-request-timeout=5s --v=1
+    wait_healthy metrics-server 60 live probe -insecure "https://127.0.0.1:$METRICS_SERVER_PORT/livez"
+    {
+      external_name_service_yaml kube-system metrics-server
+      apiservice_yaml v1beta1.metrics.k8s.io metrics.k8s.io v1beta1 kube-system metrics-server "$METRICS_SERVER_PORT" 100
+    } | apply || die "registering metrics.k8s.io failed"
+    wait_apiservices metrics-server 60 v1beta1.metrics.k8s.io
+    phase_end "metrics-server"
+  fi
 
   # ---- the cluster is usable once the default ServiceAccount exists
   phase_begin "wait until the cluster is usable (default ServiceAccount)"
@@ -1099,7 +1121,7 @@ cmd_status() {
   fi
   load_state || true
   log "${BOLD}metricscale local cluster${RESET} — kubernetes ${STATE_VERSION:-?}, state folder $DIR"
-  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $(hpa_controller_mode "${STATE_HPA_CONTROLLER:-true}" "${STATE_HPA_SYNC_PERIOD:-?}"); Prometheus: $([[ ${STATE_PROMETHEUS:-false} == true ]] && echo on || echo off)"
+  log "started ${STATE_STARTED_AT:-?} from ${STATE_REPO_ROOT:-?}; nodes: ${STATE_NODES:-?}; HPA controller: $(hpa_controller_mode "${STATE_HPA_CONTROLLER:-true}" "${STATE_HPA_SYNC_PERIOD:-?}"); Prometheus: $([[ ${STATE_PROMETHEUS:-false} == true ]] && echo on || echo off)$([[ ${STATE_POD_STAGES:-true} == true ]] || echo "; kwok: node stages only")"
   printf '%-26s %-8s %-11s %-10s %s\n' COMPONENT PID PORT RSS HEALTH
   local c pid h rc=0 rss
   local comps=()
@@ -1148,6 +1170,7 @@ cmd_env() {
     echo "export METRICSCALE_HPA_CONTROLLER=$(sq "$STATE_HPA_CONTROLLER")"
     echo "export METRICSCALE_HPA_SYNC_PERIOD=$(sq "$STATE_HPA_SYNC_PERIOD")"
     echo "export METRICSCALE_CLUSTER_REPO=$(sq "${STATE_REPO_ROOT:-}")"
+    echo "export METRICSCALE_POD_STAGES=$(sq "${STATE_POD_STAGES:-true}")"
   fi
   if alive metricscale-adapter; then
     echo "export METRICSCALE_PUSH_URL=$(sq "http://127.0.0.1:$PUSH_PORT/push")"

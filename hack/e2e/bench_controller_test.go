@@ -138,11 +138,15 @@ func TestControllerBenchmark(t *testing.T) {
 	// measures kwok's load (the run of 2026-11-26 did). Neither controller
 	// reads a pod's phase for these External AverageValue metrics, so once
 	// the pods are scheduled the benchmark writes each one's status as
-	// kwok's pod-ready stage would, which leaves kwok nothing to do.
+	// kwok's pod-ready stage would; hack/bench-controller.sh starts kwok
+	// without pod stages, which leaves it nothing to do.
 	// METRICSCALE_BENCH_KWOK=1 leaves it to kwok and waits for scheduling
 	// only; METRICSCALE_BENCH_RUNNING=1 waits for kwok to make them Running.
 	waitRunning := os.Getenv("METRICSCALE_BENCH_RUNNING") == "1"
 	byKwok := waitRunning || os.Getenv("METRICSCALE_BENCH_KWOK") == "1"
+	if byKwok && !cluster.PodStages {
+		t.Fatal("METRICSCALE_BENCH_KWOK/RUNNING leave the pods to kwok, but the running cluster's kwok has no pod stages (hack/cluster.sh up --no-pod-stages): run hack/cluster.sh down first")
+	}
 	Eventually(t, 60*time.Minute, 5*time.Second, "all pods scheduled", func(ctx context.Context) (bool, string, error) {
 		list, err := cluster.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0", LabelSelector: "app"})
 		if err != nil {

@@ -81,6 +81,10 @@ type Cluster struct {
 	HPAController bool
 	HPASyncPeriod time.Duration
 
+	// PodStages is false when kwok runs node stages only (hack/cluster.sh up
+	// --no-pod-stages): pods then stay Pending unless a test writes their status.
+	PodStages bool
+
 	// PushURL and PushToken reach the metricscale adapter's push endpoint; empty
 	// when the adapter does not run.
 	PushURL   string
@@ -171,6 +175,7 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	if c.HPASyncPeriod <= 0 {
 		c.HPASyncPeriod = 15 * time.Second
 	}
+	c.PodStages = env["METRICSCALE_POD_STAGES"] != "false"
 	c.PushURL = env["METRICSCALE_PUSH_URL"]
 	c.PushToken = env["METRICSCALE_PUSH_TOKEN"]
 	c.PrometheusURL = env["METRICSCALE_PROMETHEUS_URL"]
