@@ -33,7 +33,8 @@
 # request counter: other clients of that Prometheus, such as the autoscaler, add to it), and for
 # our adapter the share of the requests its fast path served (its /metrics, which the reader
 # service account may get); then the load generator's and the kube-apiserver's CPU-seconds per
-# 1,000 queries and how busy the host was (/proc/stat).
+# 1,000 queries and how busy the host was (/proc/stat); under each case, the three busiest other
+# processes (what else competed for the cores).
 # --profile DIR saves our adapter's CPU profile over each of its cases (DIR/CASE-VIA-CACHE.pprof,
 # for go tool pprof; from its /debug/pprof, with the cluster's admin certificate).
 # Direct requests skip verifying the adapter's serving certificate (loopback; only measured).
@@ -237,6 +238,23 @@ promql_count() {
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # host_ticks — the machine's busy and total CPU ticks ("BUSY TOTAL", /proc/stat).
 host_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9 && i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
+# proc_ticks — every process' CPU ticks, "PID COMM TICKS" a line (processes may come and go).
+proc_ticks() {
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk '{ i = index($0, " ("); j = match($0, /\) [A-Za-z] /); if (!i || !j) next
+           comm = substr($0, i + 2, j - i - 2); rest = substr($0, j + 2); split(rest, f, " ")
+           gsub(/ /, "_", comm); print $1, comm, f[12] + f[13] }'
+}
+# busiest_others BEFORE AFTER SECONDS PID... — the three busiest processes between two
+# proc_ticks snapshots, but the PIDs given, in % of a core ("kube-apiserver 41%, ...").
+busiest_others() {
+  local before=$1 after=$2 secs=$3
+  shift 3
+  awk -v secs="$secs" -v hz="$CLK_TCK" -v skip=" $* " '
+    FNR == NR { t0[$1] = $3; next }
+    !index(skip, " " $1 " ") && ($1 in t0) { d = ($3 - t0[$1]) / hz / secs * 100; if (d >= 1) printf "%.0f %s\n", d, $2 }
+  ' "$before" "$after" | sort -rn | head -n 3 | awk '{ printf "%s%s %d%%", (NR > 1 ? ", " : ""), $2, $1 } END { print "" }'
+}
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -267,6 +285,8 @@ run() {
   fi
   local h0 a0
   q0=$(promql_count) c0=$(cpu_ticks "$pid") h0=$(host_ticks) a0=$(cpu_ticks "$APISERVER_PID")
+  proc_ticks >"$WORK/ticks.0"
+  local t0=$EPOCHREALTIME
   out=$("$WORK/loadgen" -c "$CLIENTS" -d "$DURATION" -token-file "$WORK/token" "${ca[@]}" -urls-file "$WORK/urls.run" -json) ||
     die "loadgen failed for $name via $via"
   if [[ -n $prof ]]; then
@@ -274,6 +294,9 @@ run() {
   fi
   local q1 c1 h1 a1 fast=-
   q1=$(promql_count) c1=$(cpu_ticks "$pid") h1=$(host_ticks) a1=$(cpu_ticks "$APISERVER_PID")
+  proc_ticks >"$WORK/ticks.1"
+  local others
+  others=$(busiest_others "$WORK/ticks.0" "$WORK/ticks.1" "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')" "$pid" "$APISERVER_PID")
   local n
   n=$(jq -r .requests <<<"$out")
   ((n > 0)) || die "$name via $via: no answers ($(jq -r '.firstError // ""' <<<"$out"))"
@@ -290,6 +313,8 @@ run() {
   if [[ $(jq -r .errors <<<"$out") != 0 ]]; then
     log "    first error: $(jq -r '.firstError // ""' <<<"$out")"
   fi
+  # (loadgen is gone by now: its CPU is the client-cpu-s column)
+  [[ -n $others ]] && log "    also busy (% of a core): $others"
 }
 
 awk -v n="$SELECTORS" -v p="$EXT" 'BEGIN { for (i = 0; i < n; i++) printf "%s?labelSelector=queue%%3Dq-%d\n", p, (i * 7919) % n }' >"$WORK/selector.urls"
