@@ -31,8 +31,8 @@
 # for `autoscaler record` on 127.0.0.1:6449 unless --no-record).
 # --no-pod-stages gives kwok its node stages only: no pod lifecycle (pods stay Pending unless
 # something writes their status) and no resource metrics, so no metrics-server either. For
-# benchmarks that write pod status themselves: kwok's pod stages and metrics-server's scrape
-# of every pod otherwise keep most of a core busy at tens of thousands of pods.
+# benchmarks that write pod status themselves: at tens of thousands of pods, kwok with its pod
+# stages and metrics-server's scrapes otherwise takes most of a core.
 # Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
