@@ -104,9 +104,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	// Elapsed starts before the deadline is set, so that a run of Duration
+	// never reports less (and its q/s is not overstated).
+	start := time.Now()
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		ctx, cancel = context.WithDeadline(ctx, start.Add(cfg.Duration))
 		defer cancel()
 	}
 	type clientResult struct {
@@ -118,7 +121,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	results := make([]clientResult, cfg.Clients)
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range cfg.Clients {
 		wg.Add(1)
 		go func() {
