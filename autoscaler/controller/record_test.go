@@ -20,6 +20,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	"github.com/metricscale/metricscale/autoscaler/record"
+	"github.com/metricscale/metricscale/autoscaler/replay"
 )
 
 // liveWorld answers a queue's depth (External) and each pod's cpu
@@ -140,11 +141,11 @@ func TestRecordReplaysToTheSameDecisions(t *testing.T) {
 	if len(got.Warnings) > 0 {
 		t.Errorf("warnings: %v", got.Warnings)
 	}
-	data, err := got.YAML()
+	data, err := replay.YAML(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs, err := got.Replay(context.Background(), data)
+	diffs, err := replay.Check(context.Background(), got, data)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
@@ -241,11 +242,11 @@ func TestRecordReplaysScaleToZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := got.YAML()
+	data, err := replay.YAML(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs, err := got.Replay(context.Background(), data)
+	diffs, err := replay.Check(context.Background(), got, data)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}

@@ -45,8 +45,8 @@ type adapterBuilder struct {
 type builtProvider struct {
 	AdapterProvider
 	key string
-	// listKey is the option holding the metric entries: "metrics", or
-	// "externalRules" for prometheus.
+	// listKey is the option holding the metric entries ("metrics" unless
+	// the provider type names it otherwise).
 	listKey string
 	entries []any
 }
@@ -63,8 +63,9 @@ func newAdapterBuilder(credDir string) *adapterBuilder {
 const DefaultCredentialsDir = "/etc/metricscale/secrets"
 
 // provider returns the provider of type typ with the connection options
-// conn, creating it (named keda-<type>, -2, -3, ...) on first use.
-func (b *adapterBuilder) provider(typ string, conn map[string]any) *builtProvider {
+// conn, creating it (named keda-<type>, -2, -3, ...) on first use; its
+// metric entries go under the option listKey ("metrics" when empty).
+func (b *adapterBuilder) provider(typ, listKey string, conn map[string]any) *builtProvider {
 	enc, _ := json.Marshal(conn) // maps marshal with sorted keys
 	key := typ + "\x00" + string(enc)
 	if p, ok := b.byKey[key]; ok {
@@ -74,9 +75,8 @@ func (b *adapterBuilder) provider(typ string, conn map[string]any) *builtProvide
 	for n := 2; b.nameTaken(name); n++ {
 		name = fmt.Sprintf("keda-%s-%d", typ, n)
 	}
-	listKey := "metrics"
-	if typ == "prometheus" {
-		listKey = "externalRules"
+	if listKey == "" {
+		listKey = "metrics"
 	}
 	p := &builtProvider{AdapterProvider: AdapterProvider{Name: name, Type: typ, Options: conn}, key: key, listKey: listKey}
 	b.providers = append(b.providers, p)

@@ -10,7 +10,10 @@
 //     providers can read (prometheus, rabbitmq, redis, kafka, postgresql,
 //     nats-jetstream, cpu, memory): a MetricAutoscaler on External metrics
 //     plus the adapter configuration (providers and routes) that serves them,
-//     and an Issue for everything that did not convert exactly.
+//     and an Issue for everything that did not convert exactly. Each
+//     trigger type is one trigger_<name>.go file, listed in triggertable.go,
+//     that declares the metadata it reads as a struct with `keda` tags
+//     (metadata.go decodes it strictly, issues naming the trigger and key).
 //
 // Reading files, reading the cluster and writing YAML are here too;
 // cmd/autoscaler only parses flags.

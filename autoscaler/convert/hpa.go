@@ -70,17 +70,22 @@ func DecodeHPA(o Object) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	return hpa, nil
 }
 
+// fromV1Bounds is a v2 HPA with the target and bounds of a v1 or v2beta1
+// one, which have the same fields.
+func fromV1Bounds(meta metav1.ObjectMeta, ref autoscalingv1.CrossVersionObjectReference, minR *int32, maxR int32) *autoscalingv2.HorizontalPodAutoscaler {
+	return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta, Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(ref),
+		MinReplicas:    minR,
+		MaxReplicas:    maxR,
+	}}
+}
+
 func decodeV1(data []byte) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	var in autoscalingv1.HorizontalPodAutoscaler
 	if err := decodeStrict(data, &in); err != nil {
 		return nil, err
 	}
-	out := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: in.ObjectMeta}
-	out.Spec = autoscalingv2.HorizontalPodAutoscalerSpec{
-		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(in.Spec.ScaleTargetRef),
-		MinReplicas:    in.Spec.MinReplicas,
-		MaxReplicas:    in.Spec.MaxReplicas,
-	}
+	out := fromV1Bounds(in.ObjectMeta, in.Spec.ScaleTargetRef, in.Spec.MinReplicas, in.Spec.MaxReplicas)
 	out.Status = autoscalingv2.HorizontalPodAutoscalerStatus{
 		ObservedGeneration: in.Status.ObservedGeneration,
 		LastScaleTime:      in.Status.LastScaleTime,
@@ -159,12 +164,7 @@ func decodeV2beta1(data []byte) (*autoscalingv2.HorizontalPodAutoscaler, error) 
 	if err := decodeStrict(data, &in); err != nil {
 		return nil, err
 	}
-	out := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: in.ObjectMeta}
-	out.Spec = autoscalingv2.HorizontalPodAutoscalerSpec{
-		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(in.Spec.ScaleTargetRef),
-		MinReplicas:    in.Spec.MinReplicas,
-		MaxReplicas:    in.Spec.MaxReplicas,
-	}
+	out := fromV1Bounds(in.ObjectMeta, in.Spec.ScaleTargetRef, in.Spec.MinReplicas, in.Spec.MaxReplicas)
 	for i, m := range in.Spec.Metrics {
 		v2, err := metricFromV1(m)
 		if err != nil {

@@ -178,6 +178,8 @@ type soConverter struct {
 	who     string
 	issues  []Issue
 	pending []func()
+	// minReplicas is the MetricAutoscaler's, as the triggers convert.
+	minReplicas int32
 }
 
 func (c *soConverter) issue(fatal bool, field, format string, args ...any) {
@@ -301,9 +303,10 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	}
 
 	var activations []v1alpha1.MetricActivation
+	c.minReplicas = minR
 	for i := range spec.Triggers {
 		t := &spec.Triggers[i]
-		out := c.trigger(i, t, minR)
+		out := c.trigger(i, t)
 		if out == nil {
 			continue
 		}

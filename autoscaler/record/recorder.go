@@ -1,8 +1,10 @@
 // Package record keeps, per MetricAutoscaler and in bounded memory, the
 // inputs of the controller's last reconciles — the spec, the status it
 // read, the target's scale, the pods and every metric answer, the history
-// and the time — and the decision each one made, and turns them into a
-// scenario that `autoscaler simulate` replays to the same decisions.
+// and the time — and the decision each one made, and exports them as a
+// Recording: a scenario that `autoscaler simulate` replays to the same
+// decisions. Writing it as a scenario file and checking its replay is
+// package replay's, so that the controller does not link the simulator.
 //
 // A Recorder costs nothing when the controller has none (--record off):
 // every method works on a nil *Recorder and *Reconcile and does nothing.

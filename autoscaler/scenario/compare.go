@@ -30,40 +30,55 @@ func ReadResults(data []byte) ([]StepResult, error) {
 // agreement rule of docs/scenarios.md; none means they agree.
 // initial is the scenario's starting status (for lastScaleTime at step 0).
 func Disagreements(initial autoscalingv2.HorizontalPodAutoscalerStatus, got, want []StepResult) []string {
+	return disagreements(got, want, "expected", &initial)
+}
+
+// DecisionDisagreements lists, step by step, where a replay (got) decided
+// otherwise than recorded reconciles (want) in what a recording keeps of
+// each: the replicas, whether it rescaled, the status' current and desired
+// counts, and whether it failed.
+func DecisionDisagreements(got, recorded []StepResult) []string {
+	return disagreements(got, recorded, "recorded", nil)
+}
+
+// disagreements is the one comparison of two runs: one line per step that
+// differs, naming want's side as wantIs. With initial (the whole rule),
+// lastScaleTime, the metrics and the conditions of the status count too.
+func disagreements(got, want []StepResult, wantIs string, initial *autoscalingv2.HorizontalPodAutoscalerStatus) []string {
 	var diffs []string
 	if len(got) != len(want) {
-		diffs = append(diffs, fmt.Sprintf("%d steps, want %d", len(got), len(want)))
+		diffs = append(diffs, fmt.Sprintf("%d steps replayed, %d %s", len(got), len(want), wantIs))
 	}
-	prevGot, prevWant := initial, initial
+	var prevGot, prevWant autoscalingv2.HorizontalPodAutoscalerStatus
+	if initial != nil {
+		prevGot, prevWant = *initial, *initial
+	}
 	for i := range min(len(got), len(want)) {
 		g, w := got[i], want[i]
-		add := func(format string, args ...any) {
-			diffs = append(diffs, fmt.Sprintf("step %d (at %s): ", i, w.At)+fmt.Sprintf(format, args...))
+		gs, ws := g.Status, w.Status
+		var d []string
+		if g.Replicas != w.Replicas || g.Rescaled != w.Rescaled {
+			d = append(d, fmt.Sprintf("replicas %d (rescaled %v), %s %d (rescaled %v)", g.Replicas, g.Rescaled, wantIs, w.Replicas, w.Rescaled))
 		}
-		if g.Replicas != w.Replicas {
-			add("replicas %d, want %d", g.Replicas, w.Replicas)
-		}
-		if g.Rescaled != w.Rescaled {
-			add("rescaled %v, want %v", g.Rescaled, w.Rescaled)
+		if gs.DesiredReplicas != ws.DesiredReplicas || gs.CurrentReplicas != ws.CurrentReplicas {
+			d = append(d, fmt.Sprintf("current/desired %d/%d, %s %d/%d", gs.CurrentReplicas, gs.DesiredReplicas, wantIs, ws.CurrentReplicas, ws.DesiredReplicas))
 		}
 		if (g.Error == "") != (w.Error == "") {
-			add("error %q, want %q", g.Error, w.Error)
+			d = append(d, fmt.Sprintf("error %q, %s %q", g.Error, wantIs, w.Error))
 		}
-		gs, ws := g.Status, w.Status
-		if gs.CurrentReplicas != ws.CurrentReplicas {
-			add("status.currentReplicas %d, want %d", gs.CurrentReplicas, ws.CurrentReplicas)
+		if initial != nil {
+			if gc, wc := scaleTimeChanged(prevGot, gs), scaleTimeChanged(prevWant, ws); gc != wc {
+				d = append(d, fmt.Sprintf("lastScaleTime changed %v, %s %v", gc, wantIs, wc))
+			}
+			if m := metricsDiff(gs.CurrentMetrics, ws.CurrentMetrics); m != "" {
+				d = append(d, "status.currentMetrics: "+m)
+			}
+			if gc, wc := conditionSet(gs), conditionSet(ws); !slices.Equal(gc, wc) {
+				d = append(d, fmt.Sprintf("conditions %v, %s %v", gc, wantIs, wc))
+			}
 		}
-		if gs.DesiredReplicas != ws.DesiredReplicas {
-			add("status.desiredReplicas %d, want %d", gs.DesiredReplicas, ws.DesiredReplicas)
-		}
-		if gc, wc := scaleTimeChanged(prevGot, gs), scaleTimeChanged(prevWant, ws); gc != wc {
-			add("lastScaleTime changed %v, want %v", gc, wc)
-		}
-		if d := metricsDiff(gs.CurrentMetrics, ws.CurrentMetrics); d != "" {
-			add("status.currentMetrics: %s", d)
-		}
-		if gc, wc := conditionSet(gs), conditionSet(ws); !slices.Equal(gc, wc) {
-			add("conditions %v, want %v", gc, wc)
+		if len(d) > 0 {
+			diffs = append(diffs, fmt.Sprintf("step %d (at %s): %s", i, w.At, strings.Join(d, "; ")))
 		}
 		prevGot, prevWant = gs, ws
 	}

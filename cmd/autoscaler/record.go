@@ -14,6 +14,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/recordclient"
+	"github.com/metricscale/metricscale/autoscaler/replay"
 )
 
 // recordCommand fetches a MetricAutoscaler's recording from the leading
@@ -72,7 +73,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "record: %s/%s: %v\n", o.Namespace, o.Name, err)
 		return 1
 	}
-	data, err := rec.YAML()
+	data, err := replay.YAML(rec)
 	if err != nil {
 		fmt.Fprintf(stderr, "record: %v\n", err)
 		return 1
@@ -101,7 +102,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "record: %s\n", summary)
 		return 0
 	}
-	diffs, err := rec.Replay(ctx, data)
+	diffs, err := replay.Check(ctx, rec, data)
 	if err != nil {
 		fmt.Fprintf(stderr, "record: the recording does not replay: %v\n", err)
 		return 3

@@ -1,4 +1,8 @@
-package record
+// Package replay turns a recording the autoscaler served (package record)
+// into a scenario file and replays it with the simulator, to check that the
+// replay makes the recorded decisions. It is the CLI's side of recording:
+// the controller links package record only, not the simulator.
+package replay
 
 import (
 	"bytes"
@@ -6,15 +10,17 @@ import (
 	"fmt"
 	"strings"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/scenario"
 )
 
 // YAML writes the recording as a scenario file: the scenario, with each
 // step preceded by a comment saying what the controller decided there,
 // and the warnings, if any, at the top.
-func (r *Recording) YAML() ([]byte, error) {
+func YAML(r *record.Recording) ([]byte, error) {
 	var b bytes.Buffer
 	doc := r.Scenario
 	name := ""
@@ -40,7 +46,7 @@ func (r *Recording) YAML() ([]byte, error) {
 	b.WriteString("steps:\n")
 	for i := range doc.Steps {
 		if i < len(r.Recorded) {
-			b.WriteString("# " + r.Recorded[i].Comment() + "\n")
+			b.WriteString("# " + Comment(r.Recorded[i]) + "\n")
 		}
 		data, err := yaml.Marshal([]any{doc.Steps[i]})
 		if err != nil {
@@ -52,7 +58,7 @@ func (r *Recording) YAML() ([]byte, error) {
 }
 
 // Comment says what a reconcile decided, in one line.
-func (d Decision) Comment() string {
+func Comment(d record.Decision) string {
 	change := fmt.Sprintf("%d", d.Replicas)
 	if d.Rescaled {
 		change = fmt.Sprintf("%d → %d", d.CurrentReplicas, d.Replicas)
@@ -66,9 +72,10 @@ func (d Decision) Comment() string {
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
-// Replay parses data (the recording's YAML, as written) as a scenario,
-// replays it and lists where the replay decided otherwise (Compare).
-func (r *Recording) Replay(ctx context.Context, data []byte) ([]string, error) {
+// Check parses data (the recording's YAML, as written) as a scenario,
+// replays it and lists where the replay decided otherwise than the recorded
+// reconciles (scenario.DecisionDisagreements).
+func Check(ctx context.Context, r *record.Recording, data []byte) ([]string, error) {
 	s, err := scenario.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("the recording does not parse: %w", err)
@@ -77,32 +84,16 @@ func (r *Recording) Replay(ctx context.Context, data []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Compare(r.Recorded, got), nil
+	return scenario.DecisionDisagreements(got, Results(r.Recorded)), nil
 }
 
-// Compare lists, step by step, where a replay decided otherwise than the
-// recorded reconciles: the replicas, whether it rescaled, the current and
-// desired counts in the status, and whether it failed.
-func Compare(recorded []Decision, replayed []scenario.StepResult) []string {
-	var diffs []string
-	if len(recorded) != len(replayed) {
-		diffs = append(diffs, fmt.Sprintf("%d steps replayed, %d recorded", len(replayed), len(recorded)))
+// Results are recorded decisions as the step results a replay compares
+// with: what a recording keeps of each step.
+func Results(recorded []record.Decision) []scenario.StepResult {
+	out := make([]scenario.StepResult, len(recorded))
+	for i, d := range recorded {
+		out[i] = scenario.StepResult{At: d.At, Replicas: d.Replicas, Rescaled: d.Rescaled, Error: d.Error,
+			Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: d.CurrentReplicas, DesiredReplicas: d.DesiredReplicas}}
 	}
-	for i := range min(len(recorded), len(replayed)) {
-		w, g := recorded[i], replayed[i]
-		var d []string
-		if g.Replicas != w.Replicas || g.Rescaled != w.Rescaled {
-			d = append(d, fmt.Sprintf("replicas %d (rescaled %v), recorded %d (rescaled %v)", g.Replicas, g.Rescaled, w.Replicas, w.Rescaled))
-		}
-		if g.Status.DesiredReplicas != w.DesiredReplicas || g.Status.CurrentReplicas != w.CurrentReplicas {
-			d = append(d, fmt.Sprintf("current/desired %d/%d, recorded %d/%d", g.Status.CurrentReplicas, g.Status.DesiredReplicas, w.CurrentReplicas, w.DesiredReplicas))
-		}
-		if (g.Error == "") != (w.Error == "") {
-			d = append(d, fmt.Sprintf("error %q, recorded %q", g.Error, w.Error))
-		}
-		if len(d) > 0 {
-			diffs = append(diffs, fmt.Sprintf("step %d (at %s): %s", i, w.At, strings.Join(d, "; ")))
-		}
-	}
-	return diffs
+	return out
 }

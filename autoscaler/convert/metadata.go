@@ -1,0 +1,238 @@
+package convert
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// A trigger file declares the metadata keys it reads as a struct, one field
+// per key, tagged
+//
+//	`keda:"KEY[,required][,env][,threshold][,default=VALUE][,hint=TEXT]"`
+//
+// and meta.decode fills it, reporting each problem as a Fatal issue at
+// spec.triggers[i].metadata.KEY, which names the trigger and the key:
+//
+//   - required: a missing key is an issue;
+//   - env: the value may come through KEYFromEnv, a variable of the
+//     workload's environment that KEDAOptions.Env must give (hint, which
+//     must come last, is added to the issue when it does not);
+//   - default: the value when the key is missing.
+//
+// By the field's type:
+//
+//   - string: the value, trimmed;
+//   - bool: true or false, false when missing;
+//   - int: a whole number of at least 0, 0 when missing;
+//   - *resource.Quantity: with threshold a target, a number above 0 that is
+//     required unless it has a default; else an activation threshold, nil
+//     when missing or 0 (KEDA activates above it);
+//   - secretRef: a credential, which is never copied: whether KEY is
+//     written, and the variable KEYFromEnv names.
+//
+// Keys that no decoded struct names, nor ignore, are reported as not read
+// (not Fatal: a newer KEDA's key does not stop a conversion).
+
+// meta reads one trigger's metadata and remembers what it read, so that
+// keys convert does not know are reported.
+type meta struct {
+	c     *soConverter
+	field string // spec.triggers[i]
+	auth  bool   // the trigger has an authenticationRef
+	m     map[string]string
+	read  map[string]bool
+}
+
+func newMeta(c *soConverter, i int, t *KEDATrigger) *meta {
+	return &meta{c: c, field: fmt.Sprintf("spec.triggers[%d]", i), auth: t.AuthenticationRef != nil, m: t.Metadata, read: map[string]bool{}}
+}
+
+// secretRef is a credential the metadata names.
+type secretRef struct {
+	present bool   // KEY or KEYFromEnv is there, even empty
+	inline  bool   // KEY holds the credential itself
+	env     string // the workload's variable KEYFromEnv names
+}
+
+// metaTag is a parsed `keda:"..."` tag.
+type metaTag struct {
+	key                      string
+	required, env, threshold bool
+	def                      *string
+	hint                     string
+}
+
+func parseMetaTag(tag string) (metaTag, error) {
+	key, rest, _ := strings.Cut(tag, ",")
+	t := metaTag{key: key}
+	if key == "" {
+		return t, fmt.Errorf("no key")
+	}
+	for rest != "" {
+		var opt string
+		if strings.HasPrefix(rest, "hint=") {
+			opt, rest = rest, ""
+		} else {
+			opt, rest, _ = strings.Cut(rest, ",")
+		}
+		name, value, hasValue := strings.Cut(opt, "=")
+		switch {
+		case name == "required" && !hasValue:
+			t.required = true
+		case name == "env" && !hasValue:
+			t.env = true
+		case name == "threshold" && !hasValue:
+			t.threshold = true
+		case name == "default" && hasValue:
+			t.def = &value
+		case name == "hint" && hasValue:
+			t.hint = value
+		default:
+			return t, fmt.Errorf("option %q", opt)
+		}
+	}
+	return t, nil
+}
+
+var (
+	secretRefType = reflect.TypeOf(secretRef{})
+	quantityType  = reflect.TypeOf((*resource.Quantity)(nil))
+)
+
+// decode fills the struct into points to (see the tags above) and reports
+// every problem it finds; false when there was one.
+func (d *meta) decode(into any) bool {
+	v := reflect.ValueOf(into).Elem()
+	ok := true
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		tag, found := f.Tag.Lookup("keda")
+		if !found {
+			continue
+		}
+		t, err := parseMetaTag(tag)
+		if err != nil {
+			panic(fmt.Sprintf("convert: %s.%s: keda tag %q: %v", v.Type(), f.Name, tag, err))
+		}
+		if !d.decodeField(t, v.Field(i)) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (d *meta) decodeField(t metaTag, v reflect.Value) bool {
+	if v.Type() == secretRefType {
+		_, inline := d.m[t.key]
+		_, fromEnv := d.m[t.key+"FromEnv"]
+		v.Set(reflect.ValueOf(secretRef{present: inline || fromEnv, inline: d.get(t.key) != "", env: d.get(t.key + "FromEnv")}))
+		return true
+	}
+	s, ok := d.text(t)
+	if !ok || s == "" {
+		return ok
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return d.fail(t.key, "%q is not true or false", s)
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return d.fail(t.key, "%q is not a whole number of at least 0", s)
+		}
+		v.SetInt(int64(n))
+	default:
+		if v.Type() != quantityType {
+			panic(fmt.Sprintf("convert: metadata %s: a field of type %s cannot be decoded", t.key, v.Type()))
+		}
+		q, err := resource.ParseQuantity(s)
+		switch {
+		case err != nil:
+			return d.fail(t.key, "%q is not a number", s)
+		case t.threshold && q.Sign() <= 0:
+			return d.fail(t.key, "%q: the target must be above 0", s)
+		case !t.threshold && q.IsZero():
+			return true
+		}
+		v.Set(reflect.ValueOf(&q))
+	}
+	return true
+}
+
+// text is a key's value as written, through KEYFromEnv or the default;
+// false when the key is required and none of them gives it.
+func (d *meta) text(t metaTag) (string, bool) {
+	v := d.get(t.key)
+	if v == "" && t.env {
+		if name := d.get(t.key + "FromEnv"); name != "" {
+			val, ok := d.c.opts.Env[name]
+			if !ok || val == "" {
+				reason := fmt.Sprintf("%s is an environment variable of the workload's container, which convert cannot read: give its value with --env %s=VALUE", name, name)
+				if t.hint != "" {
+					reason += " " + t.hint
+				}
+				return "", d.fail(t.key+"FromEnv", "%s", reason)
+			}
+			v = val
+		}
+	}
+	if v == "" && t.def != nil {
+		v = *t.def
+	}
+	switch {
+	case v != "" || !(t.required || t.threshold):
+		return v, true
+	case t.env && d.auth:
+		return "", d.fail(t.key, "missing: it may come from the trigger's TriggerAuthentication, which convert does not read; set it in the metadata")
+	default:
+		return "", d.fail(t.key, "required")
+	}
+}
+
+// fail raises a Fatal issue at the metadata key; always false.
+func (d *meta) fail(key, format string, args ...any) bool {
+	d.c.issue(true, d.field+".metadata."+key, format, args...)
+	return false
+}
+
+// warn raises an issue (not Fatal) at the metadata key.
+func (d *meta) warn(key, format string, args ...any) {
+	d.c.issue(false, d.field+".metadata."+key, format, args...)
+}
+
+func (d *meta) get(k string) string {
+	d.read[k] = true
+	return strings.TrimSpace(d.m[k])
+}
+
+// ignore marks keys that need no conversion.
+func (d *meta) ignore(keys ...string) {
+	for _, k := range keys {
+		d.read[k] = true
+	}
+}
+
+// leftovers reports the keys nobody read.
+func (d *meta) leftovers() {
+	var keys []string
+	for k := range d.m {
+		if !d.read[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		d.warn(k, "not read by convert: it has no effect on the MetricAutoscaler")
+	}
+}
