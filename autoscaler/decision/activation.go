@@ -83,7 +83,7 @@ func (p *Plan) watchValues(in Input) metricsource.Source {
 	if !p.scaleToZeroOn(in) || in.Metrics == nil {
 		return in.Metrics
 	}
-	p.raw = &rawValues{Source: in.Metrics, external: map[string][]int64{}, object: map[string]int64{}}
+	p.raw = &rawValues{Source: in.Metrics, external: map[string][]int64{}, object: map[string]int64{}, upstream: in.Settings.UpstreamArithmetic}
 	return p.raw
 }
 
@@ -351,6 +351,9 @@ type rawValues struct {
 	metricsource.Source
 	external map[string][]int64
 	object   map[string]int64
+	// upstream passes negative readings on, as upstream reads them
+	// (`simulate --upstream-arithmetic`).
+	upstream bool
 }
 
 func externalKey(name string, sel labels.Selector) string {
@@ -367,7 +370,7 @@ func (r *rawValues) ExternalMetric(ctx context.Context, name, namespace string, 
 		return values, ts, err
 	}
 	for _, v := range values {
-		if v < 0 {
+		if v < 0 && !r.upstream {
 			return nil, time.Time{}, &NegativeReadingError{Metric: name, Value: v}
 		}
 	}
@@ -380,7 +383,7 @@ func (r *rawValues) ObjectMetric(ctx context.Context, name, namespace string, re
 	if err != nil {
 		return v, ts, err
 	}
-	if v < 0 {
+	if v < 0 && !r.upstream {
 		return 0, time.Time{}, &NegativeReadingError{Metric: name, Value: v}
 	}
 	r.object[objectKey(name, ref, sel)] = v
@@ -393,7 +396,9 @@ func (r *rawValues) ObjectMetric(ctx context.Context, name, namespace string, re
 // for "at or below activation" it would let the cooldown take a loaded
 // workload to zero. It is a failed read, with a failed read's
 // consequences: the metric neither activates nor deactivates, and the HPA
-// algorithm does not scale down while it fails.
+// algorithm does not scale down while it fails (the fallback counts it).
+// `simulate --upstream-arithmetic` passes the value on instead
+// (docs/scenarios.md, deviation 6).
 type NegativeReadingError struct {
 	Metric string
 	Value  int64 // milli-units
