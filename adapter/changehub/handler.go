@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/component-base/metrics"
@@ -30,7 +32,18 @@ type Handler struct {
 	// WriteTimeout bounds one write to a subscriber (0: the heartbeat
 	// interval, at least 10s): a subscriber that stops reading is dropped.
 	WriteTimeout time.Duration
+	// MaxSubscribers bounds the open subscriptions (0:
+	// DefaultMaxSubscribers): each holds a goroutine, a connection and a
+	// pending set, and one more is answered 503 with Retry-After.
+	MaxSubscribers int
+
+	open atomic.Int64
 }
+
+// DefaultMaxSubscribers is Handler.MaxSubscribers when unset: far above
+// the autoscaler replicas a feed serves, far below what would exhaust the
+// adapter.
+const DefaultMaxSubscribers = 256
 
 var (
 	subscribersGauge = metrics.NewGauge(&metrics.GaugeOpts{
@@ -67,6 +80,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if writeTimeout <= 0 {
 		writeTimeout = max(heartbeat, 10*time.Second)
 	}
+	limit := h.MaxSubscribers
+	if limit <= 0 {
+		limit = DefaultMaxSubscribers
+	}
+	if h.open.Add(1) > int64(limit) {
+		h.open.Add(-1)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("the change feed has %d subscribers, the most it serves: retry later", limit), http.StatusServiceUnavailable)
+		return
+	}
+	defer h.open.Add(-1)
 	// Subscribe before hello: whatever changes after the subscriber hears
 	// hello reaches it.
 	sub := h.Hub.Subscribe()

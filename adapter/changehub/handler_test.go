@@ -179,3 +179,63 @@ func TestHandlerHTTP2IdleStream(t *testing.T) {
 		t.Fatalf("got %+v, want the change of late", ev)
 	}
 }
+
+// TestHandlerCapsSubscribers: beyond MaxSubscribers a request is a 503
+// with Retry-After and subscribes nothing; a closed feed frees its place.
+func TestHandlerCapsSubscribers(t *testing.T) {
+	t.Parallel()
+	hub := New(Options{})
+	srv := httptest.NewServer(&Handler{Hub: hub, Heartbeat: time.Hour, MaxSubscribers: 2})
+	defer srv.Close()
+	open := func() (*http.Response, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	var cancels []context.CancelFunc
+	for i := 0; i < 2; i++ {
+		resp, cancel := open()
+		cancels = append(cancels, cancel)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("subscriber %d: %s", i, resp.Status)
+		}
+		// the hello line proves the subscription is open
+		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+	}
+	resp, cancel := open()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "2 subscribers") {
+		t.Errorf("third subscriber: %s %q, want 503 with Retry-After", resp.Status, body)
+	}
+	if n := hub.Subscribers(); n != 2 {
+		t.Errorf("%d subscribers, want 2", n)
+	}
+	cancels[0]()
+	// the first place frees once its handler returns; poll the hub, no timing assertion
+	for hub.Subscribers() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	for {
+		resp, cancel := open()
+		ok := resp.StatusCode == http.StatusOK
+		resp.Body.Close()
+		cancel()
+		if ok {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancels[1]()
+}

@@ -83,7 +83,7 @@ func (p *Plan) watchValues(in Input) metricsource.Source {
 	if !p.scaleToZeroOn(in) || in.Metrics == nil {
 		return in.Metrics
 	}
-	p.raw = &rawValues{Source: in.Metrics, external: map[string][]int64{}, object: map[string]int64{}}
+	p.raw = &rawValues{Source: in.Metrics, external: map[string][]int64{}, object: map[string]int64{}, upstream: in.Settings.UpstreamArithmetic}
 	return p.raw
 }
 
@@ -91,7 +91,8 @@ func (p *Plan) watchValues(in Input) metricsource.Source {
 // activation value and carries status.scaleToZero one reconcile further:
 // a metric above its value activates the target and sets lastActiveTime; all
 // of them at or below deactivate it; a metric that failed proves neither, so
-// the state stays as it was. It reports the Active condition and events.
+// the state stays as it was. A negative External (any series) or Object
+// reading fails (NegativeReadingError), never reads as "at or below". It reports the Active condition and events.
 func (p *Plan) observeActivation(in Input, current int32, inFallback bool) {
 	if !p.scaleToZeroOn(in) || p.Metrics == nil {
 		return
@@ -350,6 +351,9 @@ type rawValues struct {
 	metricsource.Source
 	external map[string][]int64
 	object   map[string]int64
+	// upstream passes negative readings on, as upstream reads them
+	// (`simulate --upstream-arithmetic`).
+	upstream bool
 }
 
 func externalKey(name string, sel labels.Selector) string {
@@ -362,18 +366,47 @@ func objectKey(name string, ref *autoscalingv2.CrossVersionObjectReference, sel 
 
 func (r *rawValues) ExternalMetric(ctx context.Context, name, namespace string, sel labels.Selector) ([]int64, time.Time, error) {
 	values, ts, err := r.Source.ExternalMetric(ctx, name, namespace, sel)
-	if err == nil {
-		r.external[externalKey(name, sel)] = values
+	if err != nil {
+		return values, ts, err
 	}
-	return values, ts, err
+	for _, v := range values {
+		if v < 0 && !r.upstream {
+			return nil, time.Time{}, &NegativeReadingError{Metric: name, Value: v}
+		}
+	}
+	r.external[externalKey(name, sel)] = values
+	return values, ts, nil
 }
 
 func (r *rawValues) ObjectMetric(ctx context.Context, name, namespace string, ref *autoscalingv2.CrossVersionObjectReference, sel labels.Selector) (int64, time.Time, error) {
 	v, ts, err := r.Source.ObjectMetric(ctx, name, namespace, ref, sel)
-	if err == nil {
-		r.object[objectKey(name, ref, sel)] = v
+	if err != nil {
+		return v, ts, err
 	}
-	return v, ts, err
+	if v < 0 && !r.upstream {
+		return 0, time.Time{}, &NegativeReadingError{Metric: name, Value: v}
+	}
+	r.object[objectKey(name, ref, sel)] = v
+	return v, ts, nil
+}
+
+// NegativeReadingError is an External series or Object value below zero
+// read while scale to zero is on. Such a reading is invalid: a count, a
+// lag or a length below zero is a backend bug or a wrapped sum, and taken
+// for "at or below activation" it would let the cooldown take a loaded
+// workload to zero. It is a failed read, with a failed read's
+// consequences: the metric neither activates nor deactivates, and the HPA
+// algorithm does not scale down while it fails (the fallback counts it).
+// `simulate --upstream-arithmetic` passes the value on instead
+// (docs/scenarios.md, deviation 6).
+type NegativeReadingError struct {
+	Metric string
+	Value  int64 // milli-units
+}
+
+func (e *NegativeReadingError) Error() string {
+	return fmt.Sprintf("metric %s read %s, a negative value: invalid while scale to zero is on (a failed read, neither activates nor deactivates the target)",
+		e.Metric, resource.NewMilliQuantity(e.Value, resource.DecimalSI).String())
 }
 
 // setLimitedBy sets ScalingLimited where activation or the cooldown set the

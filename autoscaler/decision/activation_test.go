@@ -232,6 +232,35 @@ func TestActivation(t *testing.T) {
 			},
 		},
 		{
+			// A negative reading (a wrapped lag sum, a broker bug) is
+			// invalid, as a failed read: never "at or below activation".
+			// Before, 5 replicas reading -4 went 5 -> 1 -> 0; now the HPA
+			// does not scale down on it and the cooldown never ends on it.
+			name: "a negative External reading is invalid, never idle", hpa: queue(), spec: stz(time.Minute, act("queue", "5")), current: 5,
+			state: &v1alpha1.ScaleToZeroStatus{LastActiveTime: &metav1.Time{Time: now.Add(-time.Hour)}},
+			steps: []actStep{
+				{at: 0, external: []int64{-4000}, wantReplicas: 5, wantLastActive: d(-time.Hour), wantCondition: "False" + unknown},
+				{at: 15 * time.Second, external: []int64{-4000}, wantReplicas: 5, wantLastActive: d(-time.Hour), wantCondition: "False" + unknown},
+				// one negative series among good ones: the sum (6) hides it
+				{at: 30 * time.Second, external: []int64{10000, -4000}, wantReplicas: 5, wantLastActive: d(-time.Hour), wantCondition: "False" + unknown},
+				{at: 45 * time.Second, external: []int64{0}, wantReplicas: 0, wantLastActive: d(-time.Hour), wantCondition: below},
+			},
+		},
+		{
+			name: "a negative External reading at zero never activates", hpa: queue(), spec: stz(time.Minute, act("queue", "5")), current: 0,
+			steps: []actStep{
+				{at: 0, external: []int64{-4000}, wantReplicas: 0, wantCondition: "False" + unknown},
+			},
+		},
+		{
+			name: "a negative Object reading is invalid, never idle", spec: stz(time.Minute, act("requests", "6")), current: 4,
+			hpa:   anyScaleDown(hpa(ptr[int32](0), 10, objectMetric("2"))),
+			state: &v1alpha1.ScaleToZeroStatus{LastActiveTime: &metav1.Time{Time: now.Add(-time.Hour)}},
+			steps: []actStep{
+				{at: 0, object: milli(-4000), wantReplicas: 4, wantLastActive: d(-time.Hour), wantCondition: "False" + unknown},
+			},
+		},
+		{
 			// Never seen active, first seen running: the cooldown starts at
 			// the first reconcile instead of cutting the target at once.
 			name: "first seen running starts the cooldown", hpa: queue(), spec: stz(time.Minute, act("queue", "5")), current: 3,

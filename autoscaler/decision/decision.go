@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/autoscaler/arith"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
@@ -498,7 +499,7 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 		}}
 		switch {
 		case src.Target.Type == autoscalingv2.ValueMetricType && src.Target.Value != nil:
-			proposal, usage, err := calc.ObjectValue(ctx, scale.Replicas, src.Target.Value.MilliValue(), src.Metric.Name, tol, &src.DescribedObject, metricSelector)
+			proposal, usage, err := calc.ObjectValue(ctx, scale.Replicas, arith.MilliValue(*src.Target.Value, p.upstream), src.Metric.Name, tol, &src.DescribedObject, metricSelector)
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get object metric value: %w", err)
 			}
@@ -506,7 +507,7 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 			*status = st
 			return proposal, fmt.Sprintf("%s metric %s", src.DescribedObject.Kind, src.Metric.Name), "", nil
 		case src.Target.Type == autoscalingv2.AverageValueMetricType && src.Target.AverageValue != nil:
-			proposal, usage, err := calc.ObjectAverageValue(ctx, scale.StatusReplicas, src.Target.AverageValue.MilliValue(), src.Metric.Name, tol, &src.DescribedObject, metricSelector)
+			proposal, usage, err := calc.ObjectAverageValue(ctx, scale.StatusReplicas, arith.MilliValue(*src.Target.AverageValue, p.upstream), src.Metric.Name, tol, &src.DescribedObject, metricSelector)
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get object metric value: failed to get %s object metric: %w", src.Metric.Name, err)
 			}
@@ -528,7 +529,7 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 		if err != nil {
 			return 0, "", reason, fmt.Errorf("failed to get pods metric value: %w", err)
 		}
-		proposal, usage, err := calc.PodsAverageValue(ctx, scale.Replicas, src.Target.AverageValue.MilliValue(), src.Metric.Name, tol, metricSelector)
+		proposal, usage, err := calc.PodsAverageValue(ctx, scale.Replicas, arith.MilliValue(*src.Target.AverageValue, p.upstream), src.Metric.Name, tol, metricSelector)
 		if err != nil {
 			return 0, "", reason, fmt.Errorf("failed to get pods metric value: %w", err)
 		}
@@ -576,7 +577,7 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 		}}
 		switch {
 		case src.Target.AverageValue != nil:
-			proposal, usage, err := calc.ExternalAverageValue(ctx, scale.StatusReplicas, src.Target.AverageValue.MilliValue(), src.Metric.Name, tol, src.Metric.Selector)
+			proposal, usage, err := calc.ExternalAverageValue(ctx, scale.StatusReplicas, arith.MilliValue(*src.Target.AverageValue, p.upstream), src.Metric.Name, tol, src.Metric.Selector)
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get %s external metric value: %w", src.Metric.Name, err)
 			}
@@ -586,7 +587,7 @@ func (p *Plan) computeMetric(ctx context.Context, calc *replicas.Calculator, spe
 			*status = st
 			return proposal, name, "", nil
 		case src.Target.Value != nil:
-			proposal, usage, err := calc.ExternalValue(ctx, scale.Replicas, src.Target.Value.MilliValue(), src.Metric.Name, tol, src.Metric.Selector)
+			proposal, usage, err := calc.ExternalValue(ctx, scale.Replicas, arith.MilliValue(*src.Target.Value, p.upstream), src.Metric.Name, tol, src.Metric.Selector)
 			if err != nil {
 				return 0, "", reason, fmt.Errorf("failed to get %s external metric value: %w", src.Metric.Name, err)
 			}
@@ -610,7 +611,7 @@ func (p *Plan) averageDefined(scale Scale) bool {
 // metric; an AverageValue target wins over a Utilization one.
 func (p *Plan) resourceMetric(ctx context.Context, calc *replicas.Calculator, current int32, target autoscalingv2.MetricTarget, name corev1.ResourceName, container string, tol replicas.Tolerances) (int32, autoscalingv2.MetricValueStatus, string, error) {
 	if target.AverageValue != nil {
-		proposal, raw, err := calc.ResourceAverageValue(ctx, current, target.AverageValue.MilliValue(), name, tol, container)
+		proposal, raw, err := calc.ResourceAverageValue(ctx, current, arith.MilliValue(*target.AverageValue, p.upstream), name, tol, container)
 		if err != nil {
 			return 0, autoscalingv2.MetricValueStatus{}, "", fmt.Errorf("failed to get %s usage: %w", name, err)
 		}

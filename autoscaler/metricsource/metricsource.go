@@ -14,6 +14,8 @@ import (
 	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/metricscale/metricscale/autoscaler/arith"
 )
 
 // PodMetric is one pod's sample, in milli-units.
@@ -26,7 +28,10 @@ type PodMetric struct {
 // PodMetricsInfo holds samples by pod name.
 type PodMetricsInfo map[string]PodMetric
 
-// Source answers the queries the HPA algorithm makes. Values are milli-units.
+// Source answers the queries the HPA algorithm makes. Values are milli-units,
+// saturated at the int64 bounds (arith.MilliValue): a Quantity beyond them
+// (an External 9.3e15 served by another adapter) reads as the largest
+// value, never wrapped to a negative one.
 type Source interface {
 	// ResourceMetric reads metrics.k8s.io for the pods matching selector: each
 	// pod's usage of resource, summed over its containers or of one container.
@@ -49,10 +54,14 @@ var (
 	errNoExternalMetrics = errors.New("no metrics returned from external metrics API")
 )
 
+// The From* functions convert with arith.MilliValue: saturating, or with
+// upstream set (`simulate --upstream-arithmetic` only), wrapping as
+// kube-controller-manager does.
+
 // FromPodMetrics turns a metrics.k8s.io answer into per-pod samples of one
 // resource. A pod that lacks the resource in any container (or, with
 // container set, in that container) has no sample.
-func FromPodMetrics(items []metricsv1beta1.PodMetrics, resource corev1.ResourceName, container string) (PodMetricsInfo, time.Time, error) {
+func FromPodMetrics(items []metricsv1beta1.PodMetrics, resource corev1.ResourceName, container string, upstream bool) (PodMetricsInfo, time.Time, error) {
 	if len(items) == 0 {
 		return nil, time.Time{}, errNoResourceMetrics
 	}
@@ -65,7 +74,7 @@ func FromPodMetrics(items []metricsv1beta1.PodMetrics, resource corev1.ResourceN
 					continue
 				}
 				if q, ok := c.Usage[resource]; ok {
-					res[m.Name] = PodMetric{Timestamp: m.Timestamp.Time, Window: m.Window.Duration, Value: q.MilliValue()}
+					res[m.Name] = PodMetric{Timestamp: m.Timestamp.Time, Window: m.Window.Duration, Value: arith.MilliValue(q, upstream)}
 				}
 				break
 			}
@@ -82,7 +91,7 @@ func FromPodMetrics(items []metricsv1beta1.PodMetrics, resource corev1.ResourceN
 				missing = true
 				break
 			}
-			sum += q.MilliValue()
+			sum += arith.MilliValue(q, upstream)
 		}
 		if !missing {
 			res[m.Name] = PodMetric{Timestamp: m.Timestamp.Time, Window: m.Window.Duration, Value: sum}
@@ -93,7 +102,7 @@ func FromPodMetrics(items []metricsv1beta1.PodMetrics, resource corev1.ResourceN
 
 // FromCustomMetrics turns a custom.metrics.k8s.io answer for pods into
 // per-pod samples.
-func FromCustomMetrics(items []custommetricsv1beta2.MetricValue) (PodMetricsInfo, time.Time, error) {
+func FromCustomMetrics(items []custommetricsv1beta2.MetricValue, upstream bool) (PodMetricsInfo, time.Time, error) {
 	if len(items) == 0 {
 		return nil, time.Time{}, errNoCustomMetrics
 	}
@@ -104,20 +113,20 @@ func FromCustomMetrics(items []custommetricsv1beta2.MetricValue) (PodMetricsInfo
 		if m.WindowSeconds != nil {
 			window = time.Duration(*m.WindowSeconds) * time.Second
 		}
-		res[m.DescribedObject.Name] = PodMetric{Timestamp: m.Timestamp.Time, Window: window, Value: m.Value.MilliValue()}
+		res[m.DescribedObject.Name] = PodMetric{Timestamp: m.Timestamp.Time, Window: window, Value: arith.MilliValue(m.Value, upstream)}
 	}
 	return res, items[0].Timestamp.Time, nil
 }
 
 // FromExternalMetrics returns the milli-values of an
 // external.metrics.k8s.io answer; the HPA sums them.
-func FromExternalMetrics(items []externalmetricsv1beta1.ExternalMetricValue) ([]int64, time.Time, error) {
+func FromExternalMetrics(items []externalmetricsv1beta1.ExternalMetricValue, upstream bool) ([]int64, time.Time, error) {
 	if len(items) == 0 {
 		return nil, time.Time{}, errNoExternalMetrics
 	}
 	values := make([]int64, len(items))
 	for i := range items {
-		values[i] = items[i].Value.MilliValue()
+		values[i] = arith.MilliValue(items[i].Value, upstream)
 	}
 	return values, items[0].Timestamp.Time, nil
 }

@@ -14,6 +14,8 @@ import (
 	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
 	customclient "k8s.io/metrics/pkg/client/custom_metrics"
 	externalclient "k8s.io/metrics/pkg/client/external_metrics"
+
+	"github.com/metricscale/metricscale/autoscaler/arith"
 )
 
 // REST reads the three metrics APIs through the API server's aggregation
@@ -43,7 +45,7 @@ func (r *REST) ResourceMetric(ctx context.Context, resource corev1.ResourceName,
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from resource metrics API: %w", err)
 	}
-	return FromPodMetrics(list.Items, resource, container)
+	return FromPodMetrics(list.Items, resource, container, false)
 }
 
 // PodsMetric implements Source.
@@ -54,7 +56,7 @@ func (r *REST) PodsMetric(_ context.Context, metricName, namespace string, selec
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)
 	}
-	return FromCustomMetrics(list.Items)
+	return FromCustomMetrics(list.Items, false)
 }
 
 // ObjectMetric implements Source. A core Namespace is always the
@@ -73,7 +75,7 @@ func (r *REST) ObjectMetric(_ context.Context, metricName, namespace string, ref
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)
 	}
-	return v.Value.MilliValue(), v.Timestamp.Time, nil
+	return arith.MilliValue(v.Value, false), v.Timestamp.Time, nil
 }
 
 // ExternalMetric implements Source.
@@ -84,5 +86,5 @@ func (r *REST) ExternalMetric(_ context.Context, metricName, namespace string, s
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from external metrics API: %w", err)
 	}
-	return FromExternalMetrics(list.Items)
+	return FromExternalMetrics(list.Items, false)
 }

@@ -66,6 +66,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		out      = make([]StepResult, 0, len(s.Steps))
 	)
 	w.namespace = hpa.Namespace
+	w.upstream = s.UpstreamArithmetic
 	if ma != nil {
 		// A MetricAutoscaler's status carries the history it decided on.
 		history = hist.FromStatus(ma.Status.History)

@@ -17,6 +17,7 @@ import (
 	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/metricscale/metricscale/autoscaler/arith"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 )
 
@@ -37,6 +38,8 @@ type world struct {
 	custom    []CustomMetric
 	external  []ExternalMetric
 	failures  []Failure
+	// upstream converts Quantities as upstream does (wrapping).
+	upstream bool
 }
 
 func (w *world) fails(api, metric string) bool {
@@ -112,7 +115,7 @@ func (w *world) ResourceMetric(_ context.Context, res corev1.ResourceName, _ str
 		}
 		items = append(items, item)
 	}
-	return metricsource.FromPodMetrics(items, res, container)
+	return metricsource.FromPodMetrics(items, res, container, w.upstream)
 }
 
 func (w *world) PodsMetric(_ context.Context, metricName, _ string, selector, metricSelector labels.Selector) (metricsource.PodMetricsInfo, time.Time, error) {
@@ -134,7 +137,7 @@ func (w *world) PodsMetric(_ context.Context, metricName, _ string, selector, me
 			break
 		}
 	}
-	return metricsource.FromCustomMetrics(items)
+	return metricsource.FromCustomMetrics(items, w.upstream)
 }
 
 func (w *world) metricValue(m *CustomMetric, obj corev1.ObjectReference) custommetricsv1beta2.MetricValue {
@@ -175,7 +178,7 @@ func (w *world) ObjectMetric(_ context.Context, metricName, namespace string, re
 			}
 		}
 		v := w.metricValue(m, corev1.ObjectReference{Kind: gvk.Kind, Name: name})
-		return v.Value.MilliValue(), v.Timestamp.Time, nil
+		return arith.MilliValue(v.Value, w.upstream), v.Timestamp.Time, nil
 	}
 	return 0, time.Time{}, fmt.Errorf("unable to fetch metrics from custom metrics API: the server could not find the metric %s for %s %s", metricName, gvk.Kind, name)
 }
@@ -195,5 +198,5 @@ func (w *world) ExternalMetric(_ context.Context, metricName, _ string, selector
 			MetricName: m.Metric, MetricLabels: m.Labels, Timestamp: w.at(m.Timestamp), Value: m.Value,
 		})
 	}
-	return metricsource.FromExternalMetrics(items)
+	return metricsource.FromExternalMetrics(items, w.upstream)
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -153,7 +154,7 @@ func (r *reader) series(topics []string, start, end, committed offsets) ([]ondem
 				lbls[LabelPartition] = strconv.Itoa(int(id))
 				out = append(out, ondemand.Series{Labels: lbls, Value: float64(l)})
 			}
-			total += l
+			total = addSaturating(total, l)
 		}
 		if !r.perPartition {
 			out = append(out, ondemand.Series{Labels: r.labels(t), Value: float64(total)})
@@ -173,4 +174,14 @@ func (r *reader) labels(topic string) map[string]string {
 		}
 	}
 	return l
+}
+
+// addSaturating is a + b for lags (never negative), at most math.MaxInt64:
+// two partitions near the limit (a topic whose offsets were set by hand, a
+// broker bug) must read as a very large lag, not wrap to a negative one.
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

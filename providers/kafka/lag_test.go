@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"regexp"
 	"strings"
@@ -140,6 +141,32 @@ func TestReaderSeries(t *testing.T) {
 				t.Errorf("got %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLagSumSaturates: two partitions near MaxInt64 (offsets set by hand,
+// a broker bug) sum to the largest lag, never wrap to a negative one (-4).
+func TestLagSumSaturates(t *testing.T) {
+	t.Parallel()
+	const big = math.MaxInt64 - 1
+	f := &fakeAdmin{
+		start:     offsets{"t": {0: 0, 1: 0}},
+		end:       offsets{"t": {0: big, 1: big}},
+		committed: map[string]offsets{},
+	}
+	got, err := (&reader{admin: f, group: "g", topics: []string{"t"}, policy: ResetEarliest}).read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Value != float64(math.MaxInt64) {
+		t.Fatalf("series %v, want one at MaxInt64", got)
+	}
+	for _, tc := range []struct{ a, b, want int64 }{
+		{1, 2, 3}, {math.MaxInt64, 0, math.MaxInt64}, {math.MaxInt64 - 1, 1, math.MaxInt64}, {math.MaxInt64 - 1, 2, math.MaxInt64}, {big, big, math.MaxInt64},
+	} {
+		if s := addSaturating(tc.a, tc.b); s != tc.want {
+			t.Errorf("addSaturating(%d, %d) = %d, want %d", tc.a, tc.b, s, tc.want)
+		}
 	}
 }
 

@@ -8,6 +8,8 @@
 // What a caller gets, whatever the backend:
 //   - discovery lists the configured metrics and never touches the backend;
 //   - a thousand queries of one metric within the TTL cost one backend call;
+//   - a value that is not finite, or negative for a metric not marked
+//     AllowNegative, is a 503 naming the series (providers.CheckValue);
 //   - a failed read is a 503 naming the provider and the backend's reason,
 //     cached for the TTL like a value (a down broker is not hammered), and
 //     never replaced by an older value;
@@ -44,7 +46,9 @@ const NamespaceLabel = "namespace"
 type Series struct {
 	// Labels identify what the series measures ("queue": "orders").
 	Labels map[string]string
-	// Value must be finite.
+	// Value is served only if finite and, unless the metric's
+	// AllowNegative, not negative (providers.CheckValue): otherwise the
+	// query gets a 503 naming the series.
 	Value float64
 	// At is when the backend observed the value; zero means when Read
 	// returned (set it when a backend shares one call between metrics).
@@ -62,6 +66,9 @@ type Metric struct {
 	Labels map[string]string
 	// CacheTTL overrides Options.CacheTTL for this metric.
 	CacheTTL *time.Duration
+	// AllowNegative serves negative values (a signed SQL result); without
+	// it a negative value is a 503, as for a count it is a backend bug.
+	AllowNegative bool
 	// Read returns every series of the metric. It must honour ctx. An
 	// empty answer is a valid reading (no queue matches); the query then
 	// gets a 404 naming the metric.
@@ -196,11 +203,17 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		if !s.At.IsZero() {
 			its = metav1.NewTime(s.At)
 		}
+		// one bad series fails the answer: the HPA sums the items, and a
+		// sum without it would be as wrong as one with it
+		q, err := providers.ServedQuantity(p.name, m.Name, labels.Set(lbls).String(), s.Value, providers.ValuePolicy{AllowNegative: m.AllowNegative})
+		if err != nil {
+			return nil, err
+		}
 		out.Items = append(out.Items, external_metrics.ExternalMetricValue{
 			MetricName:   m.Name,
 			MetricLabels: lbls,
 			Timestamp:    its,
-			Value:        providers.Quantity(s.Value),
+			Value:        q,
 		})
 	}
 	if len(out.Items) == 0 {

@@ -311,3 +311,54 @@ func TestRedact(t *testing.T) {
 		t.Errorf("Redact(wrapped) = %v", wrapped)
 	}
 }
+
+func TestBadValuesRefused(t *testing.T) {
+	t.Parallel()
+	huge := 1e308
+	for _, tc := range []struct {
+		name          string
+		series        []Series
+		allowNegative bool
+		sel           string
+		want          string // in the 503; "" when served
+	}{
+		{name: "negative count", series: []Series{{Labels: map[string]string{"queue": "jobs"}, Value: -5}}, want: `series queue=jobs: refused, it is negative`},
+		{name: "negative beside a good one", series: []Series{{Labels: map[string]string{"queue": "a"}, Value: 10}, {Labels: map[string]string{"queue": "b"}, Value: -4}}, want: "queue=b"},
+		{name: "negative, not selected", series: []Series{{Labels: map[string]string{"queue": "a"}, Value: 10}, {Labels: map[string]string{"queue": "b"}, Value: -4}}, sel: "queue=a"},
+		{name: "negative, allowed", series: []Series{{Labels: map[string]string{"queue": "jobs"}, Value: -5}}, allowNegative: true},
+		{name: "overflowed sum", series: []Series{{Labels: map[string]string{"queue": "jobs"}, Value: huge + huge}}, allowNegative: true, want: "not finite"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := New("rabbit", []Metric{{Name: "depth", AllowNegative: tc.allowNegative, Read: func(context.Context) ([]Series, error) { return tc.series, nil }}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel := labels.Everything()
+			if tc.sel != "" {
+				if sel, err = labels.Parse(tc.sel); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := p.GetExternalMetric(context.Background(), "a", sel, info("depth"))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if len(got.Items) == 0 {
+					t.Fatal("no items")
+				}
+				return
+			}
+			var pe *providers.Error
+			if !errors.As(err, &pe) || pe.Code() != 503 {
+				t.Fatalf("GetExternalMetric() = %v, %v; want a 503", got, err)
+			}
+			for _, w := range []string{`"rabbit"`, "depth", tc.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -182,7 +182,8 @@ func TestThroughProvider(t *testing.T) {
 		`{"name": "postgresql_none", "query": "SELECT queue, value FROM none"}`,
 		`{"name": "postgresql_none_as_zero", "query": "SELECT queue, value FROM none", "emptyAs": 0, "namespace": "team-a"}`,
 		`{"name": "postgresql_null", "query": "SELECT queue, value FROM null"}`,
-		`{"name": "postgresql_null_as", "query": "SELECT queue, value FROM null", "nullAs": -1}`,
+		`{"name": "postgresql_null_as", "query": "SELECT queue, value FROM null", "nullAs": -1, "allowNegative": true}`,
+		`{"name": "postgresql_negative", "query": "SELECT queue, value FROM null", "nullAs": -1}`,
 		`{"name": "postgresql_missing", "query": "SELECT queue, value FROM missing"}`,
 	)
 	s, err := parseOptions("options", json.RawMessage(raw))
@@ -220,6 +221,8 @@ func TestThroughProvider(t *testing.T) {
 		{"team-b", "postgresql_none_as_zero", "", 404, "postgresql_none_as_zero"},
 		{"default", "postgresql_null", "", 503, `metrics provider "pg" is unavailable: reading postgresql_null: row 1 {queue="a"}: the value column "value" is NULL`},
 		{"default", "postgresql_null_as", `{queue="a"}=-1`, 200, ""},
+		// a negative value without allowNegative: a 503 naming the series
+		{"default", "postgresql_negative", "", 503, `metrics provider "pg" answered -1 for metric postgresql_negative series queue=a: refused, it is negative`},
 		{"default", "postgresql_missing", "", 503, `metrics provider "pg" is unavailable: reading postgresql_missing: relation does not exist`},
 	} {
 		got, code, msg := get(tc.ns, tc.metric)
@@ -227,7 +230,7 @@ func TestThroughProvider(t *testing.T) {
 			t.Errorf("%s in %s: got %q, code %d, %q; want %q, code %d, %q", tc.metric, tc.ns, got, code, msg, tc.want, tc.code, tc.msg)
 		}
 	}
-	if list := p.ListAllExternalMetrics(); len(list) != 6 {
-		t.Errorf("discovery lists %d metrics, want 6: %v", len(list), list)
+	if list := p.ListAllExternalMetrics(); len(list) != 7 {
+		t.Errorf("discovery lists %d metrics, want 7: %v", len(list), list)
 	}
 }

@@ -71,6 +71,10 @@ type MetricOptions struct {
 	// EmptyAs is the value of one series without labels when the query
 	// returns no row; unset, no row is an empty reading (404).
 	EmptyAs *float64 `json:"emptyAs,omitempty"`
+	// AllowNegative serves negative values (a signed query: a balance, a
+	// difference); unset, a negative value is a 503 naming the row, as a
+	// count below zero is a bug and would read as "no load".
+	AllowNegative bool `json:"allowNegative,omitempty"`
 }
 
 // settings are validated options with defaults applied.
@@ -91,6 +95,8 @@ type metricSpec struct {
 	valueColumn string
 	nullAs      *float64
 	emptyAs     *float64
+	// allowNegative is MetricOptions.AllowNegative.
+	allowNegative bool
 }
 
 var sslModes = []string{"disable", "prefer", "require", "verify-ca", "verify-full"}
@@ -179,7 +185,7 @@ func validate(field string, o Options) (*settings, error) {
 			errs.Add(f+".name", "%q is also metrics[%d]", m.Name, j)
 		}
 		seen[m.Name] = i
-		spec := metricSpec{MetricOptions: m.MetricOptions, query: strings.TrimSpace(m.Query), valueColumn: m.ValueColumn, nullAs: m.NullAs, emptyAs: m.EmptyAs}
+		spec := metricSpec{MetricOptions: m.MetricOptions, query: strings.TrimSpace(m.Query), valueColumn: m.ValueColumn, nullAs: m.NullAs, emptyAs: m.EmptyAs, allowNegative: m.AllowNegative}
 		if spec.valueColumn == "" {
 			spec.valueColumn = DefaultValueColumn
 		}

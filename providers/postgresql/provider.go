@@ -61,7 +61,7 @@ func newProvider(name string, s *settings, deps providers.Deps, q querier) (*Pro
 	metrics := make([]ondemand.Metric, 0, len(s.metrics))
 	for i := range s.metrics {
 		m := &s.metrics[i]
-		metrics = append(metrics, m.Metric(func(ctx context.Context) ([]ondemand.Series, error) {
+		om := m.Metric(func(ctx context.Context) ([]ondemand.Series, error) {
 			res, err := q.query(ctx, m.query)
 			if err != nil {
 				return nil, err
@@ -71,7 +71,9 @@ func newProvider(name string, s *settings, deps providers.Deps, q querier) (*Pro
 				klog.V(2).InfoS("Query result refused", "provider", name, "metric", m.Name, "err", err)
 			}
 			return series, err
-		}))
+		})
+		om.AllowNegative = m.allowNegative
+		metrics = append(metrics, om)
 	}
 	p, err := ondemand.New(name, metrics, ondemand.Options{
 		CacheTTL: s.cacheTTL,

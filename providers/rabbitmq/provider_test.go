@@ -294,3 +294,49 @@ func TestAMQPMetrics(t *testing.T) {
 		t.Errorf("broker down: want a 503 with the cause, got %v", err)
 	}
 }
+
+// TestManagementBadValues: a count the management API reports below zero,
+// and a total that overflows float64, are 503s naming the provider and the
+// series, never served (-5 would read as "no load").
+func TestManagementBadValues(t *testing.T) {
+	t.Parallel()
+	const pw = "pw"
+	f := newFakeManagement(t, pw, map[string]string{"/api/queues/bad": "queues-bad.json"})
+	raw := fmt.Sprintf(`{"managementURL": %q, "username": "monitor", "password": {"file": %q}, "metrics": [
+		{"name": "neg_ready", "queue": "negative", "vhost": "bad", "measure": "ready"},
+		{"name": "neg_consumers", "queue": "negative", "vhost": "bad", "measure": "consumers"},
+		{"name": "huge_total", "queue": "huge", "vhost": "bad"},
+		{"name": "huge_ready", "queue": "huge", "vhost": "bad", "measure": "ready"}
+	]}`, f.srv.URL+"/", passwordFile(t, pw))
+	p := mustNew(t, raw, providers.Deps{})
+	for _, tc := range []struct {
+		metric string
+		want   []string // in the 503; nil when served
+	}{
+		{"neg_ready", []string{`"rabbit"`, "neg_ready", `queue=negative,vhost=bad`, "-5", "negative"}},
+		{"neg_consumers", nil},
+		{"huge_total", []string{`"rabbit"`, "huge_total", `queue=huge,vhost=bad`, "+Inf", "not finite"}},
+		// finite, beyond the milli range: saturated, a very large backlog
+		{"huge_ready", nil},
+	} {
+		got, err := values(t, p, "default", tc.metric, "")
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.metric, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: served %v, want a 503", tc.metric, got)
+			continue
+		}
+		if providers.ReasonOf(err) != providers.ReasonBadValue {
+			t.Errorf("%s: reason %s, want %s (%v)", tc.metric, providers.ReasonOf(err), providers.ReasonBadValue, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not contain %q", tc.metric, err, w)
+			}
+		}
+	}
+}

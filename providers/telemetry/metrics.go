@@ -47,7 +47,7 @@ var (
 	// BackendErrors counts failed queries per provider and reason.
 	BackendErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "backend_errors_total",
-		Help:           "Metric queries that failed, by provider and reason (backend, stale, unknown_metric, no_value, bad_selector).",
+		Help:           "Metric queries that failed, by provider and reason (backend, bad_value, stale, unknown_metric, no_value, bad_selector, not_allowed, too_many_items).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider", "reason"})
 
