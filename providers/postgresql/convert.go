@@ -47,6 +47,11 @@ var numericOIDs = map[uint32]string{
 // maxRows bounds one reading, like the answer size of ondemand.
 const maxRows = ondemand.DefaultMaxItems
 
+// maxResultBytes bounds the text of one reading's cells (labels and
+// values): 10,000 rows of 400 bytes. Unbounded, 9,999 rows of 20 KB of
+// labels cost gigabytes once copied, keyed and served.
+const maxResultBytes = 4 << 20
+
 // toSeries turns rows into series: every column but the value column is a
 // label (NULL: the label is left out), the value column is the value.
 func toSeries(m *metricSpec, res *result) ([]ondemand.Series, error) {

@@ -184,11 +184,15 @@ func TestIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newProv := func(t *testing.T, host, user, pwFile string, cacheTTL string, metrics ...map[string]any) *Provider {
+	// newProvWith is newProv with extra options
+	newProvWith := func(t *testing.T, extra map[string]any, host, user, pwFile string, cacheTTL string, metrics ...map[string]any) *Provider {
 		t.Helper()
 		o := map[string]any{
 			"host": host, "port": srv.port, "database": "app", "user": user, "sslMode": "disable",
 			"statementTimeout": "500ms", "connectTimeout": "1s", "cacheTTL": cacheTTL, "metrics": metrics,
+		}
+		for k, v := range extra {
+			o[k] = v
 		}
 		if pwFile != "" {
 			o["password"] = map[string]string{"file": pwFile}
@@ -203,6 +207,10 @@ func TestIntegration(t *testing.T) {
 		}
 		t.Cleanup(func() { p.(*Provider).Close() })
 		return p.(*Provider)
+	}
+	newProv := func(t *testing.T, host, user, pwFile string, cacheTTL string, metrics ...map[string]any) *Provider {
+		t.Helper()
+		return newProvWith(t, nil, host, user, pwFile, cacheTTL, metrics...)
 	}
 	pending := map[string]any{"name": "postgresql_jobs_pending", "query": pendingQuery}
 	// what the registry does: a deadline per query (the provider timeout)
@@ -293,7 +301,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("a write in a query is refused by the read-only transaction", func(t *testing.T) {
 		// as the superuser, through the socket: no privilege stops the
 		// DELETE, only the transaction
-		p := newProv(t, srv.data, "postgres", "", "0s",
+		p := newProvWith(t, map[string]any{"allowSuperuser": true}, srv.data, "postgres", "", "0s",
 			map[string]any{"name": "postgresql_write", "query": "WITH d AS (DELETE FROM jobs RETURNING id) SELECT count(*) AS value FROM d"})
 		_, err := get(p, "postgresql_write", "")
 		if err == nil || providers.ReasonOf(err) != providers.ReasonBackend || !strings.Contains(err.Error(), "read-only transaction") {
@@ -301,6 +309,79 @@ func TestIntegration(t *testing.T) {
 		}
 		if c := srv.psqlCount(t, password, "SELECT count(*) FROM jobs"); c != n+5+3 {
 			t.Errorf("jobs has %d rows after the refused DELETE, want %d", c, n+5+3)
+		}
+	})
+
+	t.Run("session state does not outlive a read", func(t *testing.T) {
+		// a session advisory lock survives the ROLLBACK; only a reset of
+		// the pooled connection releases it
+		p := newProv(t, "127.0.0.1", "metricscale", pwFile, "0s",
+			map[string]any{"name": "postgresql_locks", "query": "SELECT pg_backend_pid() AS pid, 1 AS value FROM (SELECT pg_advisory_lock(4242), pg_advisory_lock(4343)) l"})
+		var pids []string
+		for i := 0; i < 2; i++ {
+			got, err := get(p, "postgresql_locks", "")
+			if err != nil || len(got) != 1 {
+				t.Fatalf("read %d: %v, %v", i, got, err)
+			}
+			for k := range got {
+				pids = append(pids, strings.TrimPrefix(k, "pid="))
+			}
+		}
+		var locks, alive int
+		if err := su.QueryRow(context.Background(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").Scan(&locks); err != nil {
+			t.Fatal(err)
+		}
+		if err := su.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE pid::text = $1", pids[1]).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if locks != 0 {
+			t.Errorf("%d advisory locks held after the reads, want 0", locks)
+		}
+		if pids[0] != pids[1] || alive != 1 {
+			t.Errorf("backends %v, the last alive: %d; want one connection, reused and still open (its locks released by the reset, not by a close)", pids, alive)
+		}
+	})
+
+	t.Run("a superuser is refused unless allowed", func(t *testing.T) {
+		mustExec(t, su, "CREATE ROLE sidekick LOGIN")
+		mustExec(t, su, "GRANT postgres TO sidekick")
+		mustExec(t, su, "GRANT CONNECT ON DATABASE app TO sidekick")
+		one := map[string]any{"name": "postgresql_one", "query": "SELECT 1 AS value"}
+		for _, tc := range []struct {
+			user, want string
+		}{
+			{"postgres", `role "postgres" is a superuser, refused`},
+			{"sidekick", `role "sidekick" is a member of the superuser role(s) postgres, refused`},
+		} {
+			// through the socket, trusted: no password needed
+			_, err := get(newProv(t, srv.data, tc.user, "", "0s", one), "postgresql_one", "")
+			if err == nil || providers.ReasonOf(err) != providers.ReasonBackend || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "allowSuperuser") {
+				t.Errorf("%s: want a 503 saying %q, got %v", tc.user, tc.want, err)
+			}
+			got, err := get(newProvWith(t, map[string]any{"allowSuperuser": true}, srv.data, tc.user, "", "0s", one), "postgresql_one", "")
+			if err != nil || got[""] != 1 {
+				t.Errorf("%s with allowSuperuser: %v, %v; want the value", tc.user, got, err)
+			}
+		}
+	})
+
+	t.Run("rows and label bytes are bounded", func(t *testing.T) {
+		p := newProv(t, "127.0.0.1", "metricscale", pwFile, "0s",
+			map[string]any{"name": "postgresql_wide", "query": "SELECT g AS id, repeat('x', 20000) AS pad, 1 AS value FROM generate_series(1, 9999) g"},
+			map[string]any{"name": "postgresql_long", "query": "SELECT g AS id, 1 AS value FROM generate_series(1, 10001) g"},
+			map[string]any{"name": "postgresql_fits", "query": "SELECT g AS id, repeat('x', 380) AS pad, 1 AS value FROM generate_series(1, 10000) g"},
+		)
+		for _, tc := range []struct{ metric, want string }{
+			{"postgresql_wide", "more than 4 MiB of labels and values"},
+			{"postgresql_long", "more than 10000 rows"},
+		} {
+			_, err := get(p, tc.metric, "")
+			if err == nil || providers.ReasonOf(err) != providers.ReasonBackend || !strings.Contains(err.Error(), "reading "+tc.metric+":") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: want a 503 naming the metric and saying %q, got %v", tc.metric, tc.want, err)
+			}
+		}
+		if got, err := get(p, "postgresql_fits", ""); err != nil || len(got) != 10000 {
+			t.Errorf("10,000 rows of 400 bytes: %d series, %v; want all", len(got), err)
 		}
 	})
 

@@ -54,6 +54,9 @@ type Options struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the named queries.
 	Metrics []MetricOptions `json:"metrics"`
+	// AllowSuperuser lets the provider connect as a superuser (or a member
+	// of one), which it otherwise refuses at connect.
+	AllowSuperuser bool `json:"allowSuperuser,omitempty"`
 }
 
 // MetricOptions are one external metric read by one SQL query.

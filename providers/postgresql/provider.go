@@ -112,6 +112,7 @@ type pgQuerier struct {
 	password         *ondemand.Secret
 	lastPassword     atomic.Pointer[string] // for redaction
 	statementTimeout time.Duration
+	allowSuperuser   bool
 	pool             *connPool
 }
 
@@ -125,7 +126,7 @@ func newPGQuerier(name string, s *settings) (*pgQuerier, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &pgQuerier{provider: name, base: base, password: s.Password, statementTimeout: s.statementTimeout}
+	q := &pgQuerier{provider: name, base: base, password: s.Password, statementTimeout: s.statementTimeout, allowSuperuser: s.AllowSuperuser}
 	if _, err := q.readPassword(); err != nil {
 		// not fatal: a Secret mounted later (or rotated) is read at each connect
 		klog.InfoS("PostgreSQL password not readable yet", "provider", name, "err", err)
@@ -160,7 +161,41 @@ func (q *pgQuerier) connect(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, ondemand.Redact(err, pw)
 	}
+	if !q.allowSuperuser {
+		if err := refuseSuperuser(ctx, c); err != nil {
+			closeConn(c)
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// superuserQuery names the role logged in, whether it is a superuser, and
+// the superuser roles it is a member of (it could SET ROLE to them, from a
+// query too: set_config('role', ...)).
+const superuserQuery = `SELECT current_user::text, r.rolsuper,
+	(SELECT string_agg(s.rolname, ', ' ORDER BY s.rolname) FROM pg_roles s
+	 WHERE s.rolsuper AND s.oid <> r.oid AND pg_has_role(r.oid, s.oid, 'MEMBER'))
+FROM pg_roles r WHERE r.rolname = current_user`
+
+// refuseSuperuser fails for a role that is a superuser or may become one:
+// a READ ONLY transaction does not stop a superuser's query from
+// terminating backends or reading the server's files.
+func refuseSuperuser(ctx context.Context, c *pgx.Conn) error {
+	var user string
+	var super bool
+	var via *string
+	if err := c.QueryRow(ctx, superuserQuery, pgx.QueryExecModeSimpleProtocol).Scan(&user, &super, &via); err != nil {
+		return fmt.Errorf("checking that the role is not a superuser: %w", err)
+	}
+	const hint = "connect as a role with CONNECT and SELECT only (providers/postgresql/README.md), or set options.allowSuperuser"
+	switch {
+	case super:
+		return fmt.Errorf("role %q is a superuser, refused: %s", user, hint)
+	case via != nil:
+		return fmt.Errorf("role %q is a member of the superuser role(s) %s, refused: %s", user, *via, hint)
+	}
+	return nil
 }
 
 func (q *pgQuerier) close() { q.pool.close() }
@@ -205,13 +240,20 @@ func (q *pgQuerier) try(ctx context.Context, sql string, fresh bool) (_ *result,
 	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 		return nil, errors.Join(qerr, fmt.Errorf("ending the transaction: %w", err))
 	}
+	// what a query can leave beyond its transaction (session advisory
+	// locks, a prepared statement or a cursor made by a function) goes
+	// before the connection is reused; on failure the connection is closed
+	if _, err := conn.Exec(ctx, "DISCARD ALL"); err != nil {
+		return nil, errors.Join(qerr, fmt.Errorf("resetting the session: %w", err))
+	}
 	ok = true
 	return res, qerr
 }
 
 func readRows(ctx context.Context, conn *pgx.Conn, sql string) (*result, error) {
-	// text format: labels read as PostgreSQL (and psql) print them
-	rows, err := conn.Query(ctx, sql, pgx.QueryResultFormats{pgx.TextFormatCode})
+	// text format: labels read as PostgreSQL (and psql) print them; an
+	// unnamed statement, as DISCARD ALL drops named ones
+	rows, err := conn.Query(ctx, sql, pgx.QueryExecModeExec, pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
 		return nil, err
 	}
@@ -224,13 +266,19 @@ func readRows(ctx context.Context, conn *pgx.Conn, sql string) (*result, error) 
 		}
 		res.columns = append(res.columns, c)
 	}
+	size := 0
 	for rows.Next() {
 		if len(res.rows) >= maxRows {
-			return nil, fmt.Errorf("the query returned more than %d rows", maxRows)
+			return nil, fmt.Errorf("the query returned more than %d rows, the most one reading holds: aggregate, or add a LIMIT", maxRows)
 		}
 		raw := rows.RawValues()
 		row := make([]*string, len(raw))
 		for i, b := range raw {
+			size += len(b)
+			if size > maxResultBytes {
+				return nil, fmt.Errorf("the query's rows hold more than %d MiB of labels and values (at row %d), the most one reading holds: select fewer or shorter label columns",
+					maxResultBytes>>20, len(res.rows)+1)
+			}
 			if b != nil {
 				s := string(b)
 				row[i] = &s

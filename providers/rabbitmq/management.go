@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/metricscale/metricscale/providers/backendhttp"
 )
 
 // queueStats is one queue as the management API lists it. A nil count is
@@ -66,8 +67,9 @@ func newHTTPManagement(base *url.URL, username string, password func() (string, 
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 	}
-	// no client timeout: every request carries the query's deadline
-	return &httpManagement{base: base, username: username, password: password, client: &http.Client{Transport: tr}}
+	// no client timeout: every request carries the query's deadline; no
+	// redirect followed: the password goes to the configured URL only
+	return &httpManagement{base: base, username: username, password: password, client: backendhttp.NewClient(tr)}
 }
 
 func (m *httpManagement) queuesURL(vhost string) string {
@@ -101,19 +103,21 @@ func (m *httpManagement) Queues(ctx context.Context, vhost string) ([]queueStats
 		return nil, fmt.Errorf("management API at %s: %w", m.base.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("management API: reading the queues of vhost %q: %w", vhost, err)
+	if backendhttp.IsRedirect(resp.StatusCode) {
+		return nil, fmt.Errorf("management API: %s: %s: set options.management to the URL the broker serves", statusOf(resp), backendhttp.Redirect(resp))
 	}
+	body, err := backendhttp.ReadBody(resp, maxBody)
 	switch {
+	case backendhttp.IsTooLarge(err):
+		return nil, fmt.Errorf("management API: the queues of vhost %q: %w", vhost, err)
+	case err != nil:
+		return nil, fmt.Errorf("management API: reading the queues of vhost %q: %w", vhost, err)
 	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("management API: %s: user %q was refused (check options.username, options.password and the user's tags)", resp.Status, m.username)
+		return nil, fmt.Errorf("management API: %s: user %q was refused (check options.username, options.password and the user's tags)", statusOf(resp), m.username)
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("management API: %s for vhost %q: no such vhost, or the management plugin is not at %s", resp.Status, vhost, m.base.Redacted())
+		return nil, fmt.Errorf("management API: %s for vhost %q: no such vhost, or the management plugin is not at %s", statusOf(resp), vhost, m.base.Redacted())
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("management API: %s: %s", resp.Status, snippet(body))
-	case len(body) > maxBody:
-		return nil, fmt.Errorf("management API: the queues of vhost %q are over %d MB", vhost, maxBody>>20)
+		return nil, fmt.Errorf("management API: %s: %s", statusOf(resp), backendhttp.Excerpt(body))
 	}
 	var qs []queueStats
 	if err := json.Unmarshal(body, &qs); err != nil {
@@ -122,16 +126,10 @@ func (m *httpManagement) Queues(ctx context.Context, vhost string) ([]queueStats
 	return qs, nil
 }
 
-// snippet is the start of an error answer, for the message.
-func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	if s == "" {
-		return "empty answer"
-	}
-	return s
+// statusOf is the answer's code and its standard text: the reason phrase
+// the broker sent is its own text, not shown.
+func statusOf(resp *http.Response) string {
+	return fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 }
 
 func (m *httpManagement) close() { m.client.CloseIdleConnections() }
