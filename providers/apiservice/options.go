@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Defaults for options left out.
@@ -82,14 +82,14 @@ type settings struct {
 // field below field.
 func parseOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return validate(field, o)
 }
 
 func validate(field string, o Options) (*settings, error) {
-	var errs ondemand.Errors
+	var errs options.Errors
 	f := func(name string) string { return field + "." + name }
 	s := &settings{Options: o, timeout: DefaultTimeout, discoveryInterval: DefaultDiscoveryInterval}
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the adapter config.
@@ -71,7 +72,7 @@ func newProvider(name string, raw json.RawMessage, deps providers.Deps, extra ..
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%s.brokers: %w", field, ondemand.Redact(err, password))
+		return nil, fmt.Errorf("%s.brokers: %w", field, options.Redact(err, password))
 	}
 	p, err := build(name, o, kadmAdmin{cl: kadm.NewClient(cl)}, deps, password)
 	if err != nil {
@@ -97,7 +98,7 @@ func build(name string, o *Options, a admin, deps providers.Deps, password strin
 		}
 		metrics = append(metrics, mo.Metric(func(ctx context.Context) ([]ondemand.Series, error) {
 			s, err := r.read(ctx)
-			return s, ondemand.Redact(err, password)
+			return s, options.Redact(err, password)
 		}))
 	}
 	ttl := ondemand.DefaultCacheTTL

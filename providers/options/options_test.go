@@ -281,8 +281,16 @@ func TestRedaction(t *testing.T) {
 	if string(v.Pass) != "hunter2" {
 		t.Errorf("string(Sensitive) = %q", string(v.Pass))
 	}
-	if got := Redact(`dial: auth failed for "hunter2"`, "", "hunter2"); got != `dial: auth failed for "[redacted]"` {
-		t.Errorf("Redact() = %q", got)
+	err = Redact(errors.New(`dial "amqp://u:s3cret@host": refused`), "s3cret", "")
+	if err.Error() != `dial "amqp://u:REDACTED@host": refused` {
+		t.Errorf("Redact() = %q", err)
+	}
+	if ctxErr := Redact(context.DeadlineExceeded, "x"); !errors.Is(ctxErr, context.DeadlineExceeded) {
+		t.Error("Redact lost the cause")
+	}
+	wrapped := Redact(errors.Join(errors.New("pw=x1"), context.DeadlineExceeded), "x1")
+	if !errors.Is(wrapped, context.DeadlineExceeded) || strings.Contains(wrapped.Error(), "x1") {
+		t.Errorf("Redact(wrapped) = %v", wrapped)
 	}
 	h, err := json.Marshal(map[string]Header{"Authorization": {Secret: &Secret{File: "/tok"}}, "X": {Value: "v"}})
 	if err != nil || string(h) != `{"Authorization":{"file":"/tok"},"X":"v"}` {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the adapter config.
@@ -107,7 +108,7 @@ func (p *Provider) Close() error {
 type pgQuerier struct {
 	provider         string
 	base             *pgx.ConnConfig
-	password         *ondemand.Secret
+	password         *options.Secret
 	lastPassword     atomic.Pointer[string] // for redaction
 	statementTimeout time.Duration
 	pool             *connPool
@@ -142,7 +143,7 @@ func (q *pgQuerier) readPassword() (string, error) {
 
 func (q *pgQuerier) redact(err error) error {
 	if pw := q.lastPassword.Load(); pw != nil {
-		return ondemand.Redact(err, *pw)
+		return options.Redact(err, *pw)
 	}
 	return err
 }
@@ -156,7 +157,7 @@ func (q *pgQuerier) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg.Password = pw
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, ondemand.Redact(err, pw)
+		return nil, options.Redact(err, pw)
 	}
 	return c, nil
 }

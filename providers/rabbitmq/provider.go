@@ -20,6 +20,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the config.
@@ -38,7 +39,7 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 
 func decode(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return o.parse(field)
@@ -150,7 +151,7 @@ func (p *Provider) Close() error {
 	return errors.Join(errs...)
 }
 
-func (p *Provider) redact(err error) error { return ondemand.Redact(err, p.secrets()...) }
+func (p *Provider) redact(err error) error { return options.Redact(err, p.secrets()...) }
 
 func (p *Provider) readManagement(m metricSettings) func(context.Context) ([]ondemand.Series, error) {
 	return func(ctx context.Context) ([]ondemand.Series, error) {

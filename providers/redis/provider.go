@@ -17,6 +17,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider's config type.
@@ -186,7 +187,7 @@ func (p *Provider) redact(err error) error {
 	if perr != nil {
 		return err
 	}
-	return ondemand.Redact(err, pw)
+	return options.Redact(err, pw)
 }
 
 // op is the command that reads one key of the metric.
