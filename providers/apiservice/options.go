@@ -80,7 +80,7 @@ type settings struct {
 
 // parseOptions decodes raw strictly and validates it; errors name their
 // field below field.
-func parseOptions(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err

@@ -103,7 +103,12 @@ func compileTopicRegex(re string) (*regexp.Regexp, error) {
 }
 
 // decode decodes and validates raw; field is the options' config path.
-func decode(field string, raw json.RawMessage) (*Options, error) {
+// settings are Options validated; defaults are applied where used.
+type settings struct{ Options }
+
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
@@ -111,7 +116,7 @@ func decode(field string, raw json.RawMessage) (*Options, error) {
 	if err := o.validate(field); err != nil {
 		return nil, err
 	}
-	return &o, nil
+	return &settings{Options: o}, nil
 }
 
 func (o *Options) validate(field string) error {

@@ -33,7 +33,7 @@ var _ providers.Factory = Factory{}
 
 // Validate checks every option without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := decode(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
@@ -62,10 +62,11 @@ func (p *Provider) Close() error {
 // newProvider is New with extra client options (tests count requests).
 func newProvider(name string, raw json.RawMessage, deps providers.Deps, extra ...kgo.Opt) (*Provider, error) {
 	const field = "options"
-	o, err := decode(field, raw)
+	s, err := decodeOptions(field, raw)
 	if err != nil {
 		return nil, err
 	}
+	o := &s.Options
 	opts, password, err := clientOptions(field, name, o)
 	if err != nil {
 		return nil, err

@@ -101,7 +101,12 @@ func (m *MetricOptions) series() []SeriesOption {
 	return []SeriesOption{{Stream: m.Stream, Consumer: m.Consumer}}
 }
 
-func parseOptions(field string, raw json.RawMessage) (*Options, error) {
+// settings are Options validated; defaults are applied where used.
+type settings struct{ Options }
+
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
@@ -109,7 +114,7 @@ func parseOptions(field string, raw json.RawMessage) (*Options, error) {
 	if err := o.validate(field); err != nil {
 		return nil, err
 	}
-	return &o, nil
+	return &settings{Options: o}, nil
 }
 
 func (o *Options) validate(field string) error {

@@ -18,8 +18,8 @@ func Empty(raw json.RawMessage) bool {
 }
 
 // Decode decodes raw into out (a pointer to a struct) strictly: a key that
-// is no field (matched case-sensitively, as Kubernetes does), a key given
-// twice and a value of the wrong type are errors. Every error names the
+// is no field (matched case-sensitively, as Kubernetes does) and a value of
+// the wrong type are errors. Every error names the
 // path of its field below field ("options.metrics[2].key: want a string,
 // got a number"; "options.metrics[2]: unknown field "kye"") and all of them
 // are returned, joined. Empty options are an error ("options: required");
@@ -78,6 +78,7 @@ func decodeValue(path string, raw []byte, v reflect.Value, errs *Errors) {
 			return
 		}
 		decodeStruct(path, raw, v, errs)
+		return
 	case reflect.Slice:
 		if null {
 			v.SetZero()
@@ -148,15 +149,15 @@ func decodeStruct(path string, raw []byte, v reflect.Value, errs *Errors) {
 	})
 }
 
-// eachKey calls fn for each member of the object raw, in order; a key given
-// twice is an error (JSON would keep the last silently).
+// eachKey calls fn for each member of the object raw, in order. A key
+// given twice is decoded twice, the last winning, as encoding/json does
+// (a YAML config refuses duplicate keys before it gets here).
 func eachKey(path string, raw []byte, errs *Errors, fn func(key string, val []byte)) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // {
 		errs.Add(path, "%v", err)
 		return
 	}
-	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -169,11 +170,6 @@ func eachKey(path string, raw []byte, errs *Errors, fn func(key string, val []by
 			errs.Add(path+"."+key, "%v", err)
 			return
 		}
-		if seen[key] {
-			errs.Add(path, "field %q given twice", key)
-			continue
-		}
-		seen[key] = true
 		fn(key, bytes.TrimSpace(val))
 	}
 }

@@ -105,7 +105,7 @@ func dur(d *metav1.Duration, def time.Duration) time.Duration {
 
 // parseOptions decodes and validates raw without touching the server;
 // every error names its field below field.
-func parseOptions(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err

@@ -32,14 +32,14 @@ type Factory struct{}
 // Validate implements providers.Factory: it checks every option, the
 // queries' text included, without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
 // New implements providers.Factory. It does not connect: the first read
 // does, so discovery works while the server is down.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := parseOptions("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, err
 	}

@@ -33,11 +33,11 @@ var _ providers.Factory = Factory{}
 
 // Validate implements providers.Factory without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := decode(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
-func decode(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func decode(field string, raw json.RawMessage) (*settings, error) {
 // New implements providers.Factory. It does not connect: the broker is
 // first asked when a query comes.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := decode("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, err
 	}

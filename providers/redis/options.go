@@ -150,7 +150,7 @@ type metricSettings struct {
 }
 
 // parse decodes and validates raw; every error names its field.
-func parse(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err

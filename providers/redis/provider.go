@@ -31,7 +31,7 @@ var _ providers.Factory = Factory{}
 // Validate implements providers.Factory: it checks every option without
 // connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parse(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
@@ -39,7 +39,7 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 // does, so discovery works while the server is down.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
 	const field = "options"
-	s, err := parse(field, raw)
+	s, err := decodeOptions(field, raw)
 	if err != nil {
 		return nil, err
 	}
