@@ -17,6 +17,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // maxBody bounds a remote answer: a MetricValueList of 10,000 items is
@@ -53,7 +55,7 @@ func (c *fileCache[T]) get() (T, error) {
 	}
 	data := make([][]byte, len(c.paths))
 	for i, p := range c.paths {
-		b, err := os.ReadFile(p)
+		b, err := options.ReadFile(context.Background(), p)
 		if err != nil {
 			var zero T
 			return zero, err
@@ -155,7 +157,7 @@ func (p *Provider) get(ctx context.Context, path, query string) ([]byte, error) 
 	if p.s.TokenFile != "" {
 		// Read every time: a projected token rotates, and the read is a
 		// small file on tmpfs next to a network round trip.
-		b, err := os.ReadFile(p.s.TokenFile)
+		b, err := options.ReadFile(req.Context(), p.s.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading tokenFile: %w", err)
 		}

@@ -119,6 +119,9 @@ func validate(field string, o Options) (*settings, error) {
 	if (o.ClientCert == "") != (o.ClientKey == "") {
 		errs.Add(f("clientCert"), "clientCert and clientKey go together")
 	}
+	for name, path := range map[string]string{"caFile": o.CAFile, "tokenFile": o.TokenFile, "clientCert": o.ClientCert, "clientKey": o.ClientKey} {
+		options.CheckFile(f(name), path, &errs)
+	}
 	if o.TokenFile == "" && o.ClientCert == "" {
 		errs.Add(f("tokenFile"), "set tokenFile or clientCert and clientKey: the remote adapter authenticates this adapter")
 	}

@@ -135,6 +135,7 @@ func (o *Options) validate(field string) error {
 	case o.Token.IsSet() && o.User.IsSet():
 		errs.Add(field+".token", "set user/password or token, not both")
 	}
+	options.CheckFile(field+".credsFile", o.CredsFile, &errs)
 	if o.CredsFile != "" && (o.User.IsSet() || o.Token.IsSet()) {
 		errs.Add(field+".credsFile", "set credsFile, user/password or token, only one of them")
 	}
