@@ -78,7 +78,7 @@ type settings struct {
 	custom, external  string
 }
 
-// parseOptions decodes raw strictly and validates it; errors name their
+// decodeOptions decodes raw strictly and validates it; errors name their
 // field below field.
 func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options

@@ -102,7 +102,6 @@ func compileTopicRegex(re string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + re + `)$`)
 }
 
-// decode decodes and validates raw; field is the options' config path.
 // settings are Options validated; defaults are applied where used.
 type settings struct{ Options }
 

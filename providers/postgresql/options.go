@@ -103,7 +103,7 @@ func dur(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
-// parseOptions decodes and validates raw without touching the server;
+// decodeOptions decodes and validates raw without touching the server;
 // every error names its field below field.
 func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options

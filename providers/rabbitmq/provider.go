@@ -37,6 +37,8 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 	return err
 }
 
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
 func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {

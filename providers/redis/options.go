@@ -149,7 +149,7 @@ type metricSettings struct {
 	labelsFrom *regexp.Regexp
 }
 
-// parse decodes and validates raw; every error names its field.
+// decodeOptions decodes and validates raw; every error names its field.
 func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
 	if err := options.Decode(field, raw, &o); err != nil {
