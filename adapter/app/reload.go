@@ -44,6 +44,10 @@ const (
 	// that call's query (503 at the timeout), only the provider's own
 	// goroutine, ignoring its context, is left.
 	drainGrace = 30 * time.Second
+	// stopWait bounds stop: a provider whose Runner ignores its context or
+	// whose Close hangs is left behind (and logged) rather than holding the
+	// adapter's shutdown until the kubelet's SIGKILL.
+	stopWait = 10 * time.Second
 )
 
 // Reload results, the label values of metricscale_adapter_config_reloads_total.
@@ -77,11 +81,17 @@ type reloader struct {
 	checkInterval  time.Duration
 	debounce       time.Duration
 	readyWait      time.Duration
+	stopWait       time.Duration
 	clock          clock.WithTicker
 
 	reg *registry.Registry
 
-	mu       sync.Mutex      // serializes init, apply and stop
+	// applyMu serializes reloads. A reload builds its providers (which may
+	// read secrets and dial backends) holding applyMu only, never mu, so
+	// stop is not held up by a slow build.
+	applyMu sync.Mutex
+
+	mu       sync.Mutex      // guards the fields below; held briefly, never across a build
 	ctx      context.Context // the providers' loops and drains; ends at stop
 	cancel   context.CancelFunc
 	cfg      *config.Config
@@ -110,7 +120,7 @@ type running struct {
 func newReloader(file string, parse func([]byte) (*config.Config, error), factories map[string]providers.Factory, deps providers.Deps) *reloader {
 	return &reloader{
 		file: file, parse: parse, factories: factories, deps: deps,
-		checkInterval: DefaultConfigCheckInterval, debounce: configDebounce, readyWait: providerReadyWait,
+		checkInterval: DefaultConfigCheckInterval, debounce: configDebounce, readyWait: providerReadyWait, stopWait: stopWait,
 		clock: clock.RealClock{}, running: map[string]*running{}, watchEvents: map[string]int{},
 		watchReady: make(chan struct{}),
 	}
@@ -202,11 +212,13 @@ func closeAll(rps []*running) {
 }
 
 // stop stops every provider, retired ones still draining included, and
-// waits for their loops.
+// waits for their loops, at most stopWait: what is still running then is
+// logged and left to the process' exit. A reload in progress does not hold
+// it up: it finds the reloader stopped and closes what it built.
 func (r *reloader) stop() {
-	// Cancel before taking the lock: a reload waiting for a new provider's
-	// readiness holds it, and gives up when the context ends. (cancel is
-	// set once by start, which runs before stop.)
+	// Cancel first: a reload waiting for a new provider's readiness gives
+	// up when the context ends. (cancel is set once by start, which runs
+	// before stop.)
 	if r.cancel != nil {
 		r.cancel() // drains close their providers now
 	}
@@ -221,8 +233,19 @@ func (r *reloader) stop() {
 		current = append(current, r.running[name])
 	}
 	r.mu.Unlock()
-	closeAll(current)
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeAll(current)
+		r.wg.Wait()
+	}()
+	t := time.NewTimer(r.stopWait) // real time: a fake clock must not hold shutdown
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		klog.InfoS("Stopping: providers still running after the stop wait; leaving them to the exit", "wait", r.stopWait)
+	}
 }
 
 // sameProvider tells whether a provider's config section is unchanged but
@@ -337,8 +360,8 @@ func (r *reloader) reloadFile(trigger string) reloadOutcome {
 			klog.V(2).InfoS("Config file missing; keeping the running config", "config", r.file, "trigger", trigger)
 			return reloadUnchanged
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.applyMu.Lock()
+		defer r.applyMu.Unlock()
 		return r.refuse(fmt.Errorf("reading config %s: %w", r.file, err), "")
 	}
 	return r.apply(data, trigger)
@@ -346,18 +369,24 @@ func (r *reloader) reloadFile(trigger string) reloadOutcome {
 
 // apply validates data exactly as the adapter does at start, builds the
 // providers that changed, and swaps routes and providers at once. Anything
-// wrong keeps the running config whole.
+// wrong keeps the running config whole. The build and the readiness wait
+// run without mu, so stop never waits on a provider's New (a secret read,
+// a dial); if stop came meanwhile, what was built is closed.
 func (r *reloader) apply(data []byte, trigger string) reloadOutcome {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopped {
+		r.mu.Unlock()
 		return reloadUnchanged
 	}
 	hash := hashOf(data)
 	if hash == r.lastSeen {
+		r.mu.Unlock()
 		return reloadUnchanged
 	}
 	r.lastSeen = hash
+	r.mu.Unlock()
 	klog.InfoS("Config file changed; reloading", "config", r.file, "hash", hash, "trigger", trigger)
 
 	cfg, err := r.parse(data)
@@ -367,16 +396,24 @@ func (r *reloader) apply(data []byte, trigger string) reloadOutcome {
 	if err := r.needsRestart(cfg); err != nil {
 		return r.refuse(fmt.Errorf("config %s: %w", r.file, err), hash)
 	}
+	// r.running changes only under applyMu, which this reload holds.
 	next, fresh, err := r.build(cfg)
 	if err != nil {
 		return r.refuse(fmt.Errorf("config %s: %w", r.file, err), hash)
 	}
-	for _, rp := range fresh {
-		r.startRunner(rp)
+	if !r.startAll(fresh) {
+		closeAll(fresh)
+		return reloadUnchanged
 	}
 	if err := r.waitReady(fresh); err != nil {
 		closeAll(fresh)
 		return r.refuse(fmt.Errorf("config %s: %w", r.file, err), hash)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		closeAll(fresh)
+		return reloadUnchanged
 	}
 	retired, err := r.reg.Swap(instancesOf(cfg, next), routesOf(cfg), cfg.Discovery.MaxMetrics)
 	if err != nil {
@@ -419,6 +456,20 @@ func (r *reloader) apply(data []byte, trigger string) reloadOutcome {
 	r.event(corev1.EventTypeNormal, "ConfigReloaded", fmt.Sprintf("config %s reloaded (%s): providers kept %v, new %v, retired %v; %d routes",
 		r.file, shortHash(hash), kept, added, removed, len(cfg.Routes)))
 	return reloadApplied
+}
+
+// startAll starts the Runners of fresh providers, unless the reloader
+// stopped (false): stop's wait must see every Runner it has to wait for.
+func (r *reloader) startAll(fresh []*running) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	for _, rp := range fresh {
+		r.startRunner(rp)
+	}
+	return true
 }
 
 // drain closes rp once no call runs on it (or its timeout plus drainGrace

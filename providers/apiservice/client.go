@@ -18,6 +18,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers/backendhttp"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // maxBody bounds a remote answer: a MetricValueList of maxItems items of
@@ -59,7 +60,7 @@ func (c *fileCache[T]) get() (T, error) {
 	}
 	data := make([][]byte, len(c.paths))
 	for i, p := range c.paths {
-		b, err := os.ReadFile(p)
+		b, err := options.ReadFile(context.Background(), p)
 		if err != nil {
 			var zero T
 			return zero, err
@@ -163,7 +164,7 @@ func (p *Provider) get(ctx context.Context, path, query string) ([]byte, error) 
 	if p.s.TokenFile != "" {
 		// Read every time: a projected token rotates, and the read is a
 		// small file on tmpfs next to a network round trip.
-		b, err := os.ReadFile(p.s.TokenFile)
+		b, err := options.ReadFile(req.Context(), p.s.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading tokenFile: %w", err)
 		}

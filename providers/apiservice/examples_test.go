@@ -41,7 +41,7 @@ func TestExampleConfigs(t *testing.T) {
 			}
 			found = true
 			raw := json.RawMessage(strings.ReplaceAll(string(p.Options), "@CLUSTER_DIR@", t.TempDir()))
-			s, err := parseOptions("providers[].options", raw)
+			s, err := decodeOptions("providers[].options", raw)
 			if err != nil {
 				t.Errorf("%s: providers[%d]: %v", tc.file, i, err)
 				continue

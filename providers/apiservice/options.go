@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Defaults for options left out.
@@ -78,18 +78,18 @@ type settings struct {
 	custom, external  string
 }
 
-// parseOptions decodes raw strictly and validates it; errors name their
+// decodeOptions decodes raw strictly and validates it; errors name their
 // field below field.
-func parseOptions(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return validate(field, o)
 }
 
 func validate(field string, o Options) (*settings, error) {
-	var errs ondemand.Errors
+	var errs options.Errors
 	f := func(name string) string { return field + "." + name }
 	s := &settings{Options: o, timeout: DefaultTimeout, discoveryInterval: DefaultDiscoveryInterval}
 
@@ -118,6 +118,9 @@ func validate(field string, o Options) (*settings, error) {
 	}
 	if (o.ClientCert == "") != (o.ClientKey == "") {
 		errs.Add(f("clientCert"), "clientCert and clientKey go together")
+	}
+	for name, path := range map[string]string{"caFile": o.CAFile, "tokenFile": o.TokenFile, "clientCert": o.ClientCert, "clientKey": o.ClientKey} {
+		options.CheckFile(f(name), path, &errs)
 	}
 	if o.TokenFile == "" && o.ClientCert == "" {
 		errs.Add(f("tokenFile"), "set tokenFile or clientCert and clientKey: the remote adapter authenticates this adapter")

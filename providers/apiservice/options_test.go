@@ -47,7 +47,7 @@ func TestOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := parseOptions("opts", []byte(tc.raw))
+			s, err := decodeOptions("opts", []byte(tc.raw))
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Fatal(err)

@@ -64,7 +64,7 @@ var _ providers.Factory = Factory{}
 
 // Validate implements providers.Factory; it reads no file.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
@@ -72,7 +72,7 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 // first discovery runs in Run, and a remote that is down makes queries
 // fail with a 503, not the adapter.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := parseOptions("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, fmt.Errorf("apiservice provider %q: %w", name, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Options are a kafka provider's options (providers[].options).
@@ -22,8 +23,8 @@ type Options struct {
 	ClientID string `json:"clientID,omitempty"`
 	// SASL authenticates the connection; TLS encrypts it (set, even empty,
 	// to use TLS with the system roots).
-	SASL *SASLOptions         `json:"sasl,omitempty"`
-	TLS  *ondemand.TLSOptions `json:"tls,omitempty"`
+	SASL *SASLOptions `json:"sasl,omitempty"`
+	TLS  *options.TLS `json:"tls,omitempty"`
 	// CacheTTL is how long a metric's reading answers queries (default
 	// ondemand.DefaultCacheTTL); each metric may override it.
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
@@ -38,7 +39,7 @@ type SASLOptions struct {
 	Username  string `json:"username"`
 	// Password is read from a file or an environment variable, at start
 	// and again on every new connection (a rotated Secret is picked up).
-	Password *ondemand.Secret `json:"password"`
+	Password *options.Secret `json:"password"`
 }
 
 // The SASL mechanisms supported.
@@ -101,20 +102,24 @@ func compileTopicRegex(re string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + re + `)$`)
 }
 
-// decode decodes and validates raw; field is the options' config path.
-func decode(field string, raw json.RawMessage) (*Options, error) {
+// settings are Options validated; defaults are applied where used.
+type settings struct{ Options }
+
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	if err := o.validate(field); err != nil {
 		return nil, err
 	}
-	return &o, nil
+	return &settings{Options: o}, nil
 }
 
 func (o *Options) validate(field string) error {
-	var errs ondemand.Errors
+	var errs options.Errors
 	if len(o.Brokers) == 0 {
 		errs.Add(field+".brokers", "required: at least one host:port")
 	}
@@ -171,7 +176,7 @@ func (o *Options) validate(field string) error {
 	return errs.Err()
 }
 
-func (m *MetricOptions) validate(f string, errs *ondemand.Errors) {
+func (m *MetricOptions) validate(f string, errs *options.Errors) {
 	if m.Group == "" {
 		errs.Add(f+".group", "required")
 	}

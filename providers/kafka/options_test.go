@@ -53,7 +53,7 @@ func TestValidate(t *testing.T) {
 			o["tls"] = map[string]any{"caFile": "/ca.pem"}
 		}},
 		{name: "empty options", raw: ``, field: "options: required"},
-		{name: "unknown field", raw: `{"brokers": ["a:1"], "bogus": 1, "metrics": []}`, field: "options: json: unknown field"},
+		{name: "unknown field", raw: `{"brokers": ["a:1"], "bogus": 1, "metrics": []}`, field: `options: unknown field "bogus"`},
 		{name: "no brokers", change: func(o, m map[string]any) { delete(o, "brokers") }, field: "options.brokers: required"},
 		{name: "broker without port", change: func(o, m map[string]any) { o["brokers"] = []string{"kafka"} }, field: "options.brokers[0]:"},
 		{name: "broker bad port", change: func(o, m map[string]any) { o["brokers"] = []string{"a:1", "kafka:0"} }, field: "options.brokers[1]:"},
@@ -63,7 +63,7 @@ func TestValidate(t *testing.T) {
 		{name: "sasl no username", change: sasl("PLAIN", "", map[string]any{"env": "X"}), field: "options.sasl.username: required"},
 		{name: "sasl no password", change: sasl("PLAIN", "u", nil), field: "options.sasl.password: required"},
 		{name: "sasl password twice", change: sasl("PLAIN", "u", map[string]any{"env": "X", "file": "/f"}), field: "options.sasl.password: set file or env"},
-		{name: "sasl password inline", change: sasl("PLAIN", "u", "hunter2"), field: "options: json: cannot unmarshal"},
+		{name: "sasl password inline", change: sasl("PLAIN", "u", "hunter2"), field: "options.sasl.password: an inline secret is refused"},
 		{name: "tls cert without key", change: func(o, m map[string]any) { o["tls"] = map[string]any{"certFile": "/c"} }, field: "options.tls.certFile:"},
 		{name: "no metrics", change: func(o, m map[string]any) { o["metrics"] = []any{} }, field: "options.metrics: required"},
 		{name: "metric name", change: func(o, m map[string]any) { m["name"] = "" }, field: "options.metrics[0].name: required"},
@@ -160,7 +160,7 @@ func TestNewSecret(t *testing.T) {
 func TestBackendsConfig(t *testing.T) {
 	t.Parallel()
 	raw := providertest.BackendFragment(t, Type, Factory{})
-	o, err := decode("providers[0].options", raw)
+	o, err := decodeOptions("providers[0].options", raw)
 	if err != nil {
 		t.Fatal(err)
 	}

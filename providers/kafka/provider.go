@@ -17,6 +17,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the adapter config.
@@ -32,7 +33,7 @@ var _ providers.Factory = Factory{}
 
 // Validate checks every option without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := decode(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
@@ -61,17 +62,18 @@ func (p *Provider) Close() error {
 // newProvider is New with extra client options (tests count requests).
 func newProvider(name string, raw json.RawMessage, deps providers.Deps, extra ...kgo.Opt) (*Provider, error) {
 	const field = "options"
-	o, err := decode(field, raw)
+	s, err := decodeOptions(field, raw)
 	if err != nil {
 		return nil, err
 	}
+	o := &s.Options
 	opts, password, err := clientOptions(field, name, o)
 	if err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%s.brokers: %w", field, ondemand.Redact(err, password))
+		return nil, fmt.Errorf("%s.brokers: %w", field, options.Redact(err, password))
 	}
 	p, err := build(name, o, kadmAdmin{cl: kadm.NewClient(cl)}, deps, password)
 	if err != nil {
@@ -97,7 +99,7 @@ func build(name string, o *Options, a admin, deps providers.Deps, password strin
 		}
 		metrics = append(metrics, mo.Metric(func(ctx context.Context) ([]ondemand.Series, error) {
 			s, err := r.read(ctx)
-			return s, ondemand.Redact(err, password)
+			return s, options.Redact(err, password)
 		}))
 	}
 	ttl := ondemand.DefaultCacheTTL

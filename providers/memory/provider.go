@@ -42,6 +42,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/naming"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the config type of this provider.
@@ -91,47 +92,52 @@ type Factory struct{}
 
 var _ providers.Factory = Factory{}
 
-func parseOptions(field string, raw json.RawMessage) (Options, error) {
-	var o Options
-	if len(raw) == 0 || string(raw) == "null" {
-		return o, nil
+// settings are Options validated; defaults are applied in New, where the
+// command line's are known.
+type settings struct{ Options }
+
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field. No options at all are valid: every one has a
+// default.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
+	s := &settings{}
+	if options.Empty(raw) {
+		return s, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("%s: %w", field, err)
+	if err := options.Decode(field, raw, &s.Options); err != nil {
+		return nil, err
 	}
-	var errs []string
+	o, errs := s.Options, options.Errors{}
 	if o.SeriesTTL != nil && o.SeriesTTL.Duration <= 0 {
-		errs = append(errs, fmt.Sprintf("%s.seriesTTL: must be positive, got %s", field, o.SeriesTTL.Duration))
+		errs.Add(field+".seriesTTL", "must be positive, got %s", o.SeriesTTL.Duration)
 	}
 	if o.MaxAge != nil && o.MaxAge.Duration <= 0 {
-		errs = append(errs, fmt.Sprintf("%s.maxAge: must be positive, got %s", field, o.MaxAge.Duration))
+		errs.Add(field+".maxAge", "must be positive, got %s", o.MaxAge.Duration)
 	}
 	if o.MaxSeries < 0 {
-		errs = append(errs, fmt.Sprintf("%s.maxSeries: must not be negative, got %d", field, o.MaxSeries))
+		errs.Add(field+".maxSeries", "must not be negative, got %d", o.MaxSeries)
 	}
 	if o.MaxBytes < 0 {
-		errs = append(errs, fmt.Sprintf("%s.maxBytes: must not be negative, got %d", field, o.MaxBytes))
+		errs.Add(field+".maxBytes", "must not be negative, got %d", o.MaxBytes)
 	}
 	if o.MaxExternalItems < 0 {
-		errs = append(errs, fmt.Sprintf("%s.maxExternalItems: must not be negative, got %d", field, o.MaxExternalItems))
+		errs.Add(field+".maxExternalItems", "must not be negative, got %d", o.MaxExternalItems)
 	}
-	if len(errs) > 0 {
-		return o, fmt.Errorf("%s", strings.Join(errs, "; "))
+	if err := errs.Err(); err != nil {
+		return nil, err
 	}
-	return o, nil
+	return s, nil
 }
 
 // Validate implements providers.Factory.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
 // New implements providers.Factory.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	o, err := parseOptions("options", raw)
+	o, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, fmt.Errorf("memory provider %q: %w", name, err)
 	}

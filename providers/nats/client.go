@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // api is the provider's seam: the two JetStream API calls it makes. Tests
@@ -185,7 +185,7 @@ func (c *client) connected() error {
 	return err
 }
 
-func (c *client) redact(err error) error { return ondemand.Redact(err, c.secrets...) }
+func (c *client) redact(err error) error { return options.Redact(err, c.secrets...) }
 
 // apiResponse is any JetStream API answer: an error or the payload.
 type apiResponse struct {

@@ -62,11 +62,11 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			po, err := parseOptions("options", raw)
+			po, err := decodeOptions("options", raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := newProvider("nats", po, f, deps.Clock)
+			p, err := newProvider("nats", &po.Options, f, deps.Clock)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -107,11 +107,11 @@ func (f *fakeAPI) StreamInfo(ctx context.Context, stream string) (*jetstream.Str
 // newTestProvider builds a provider over f from JSON options.
 func newTestProvider(t *testing.T, raw string, f *fakeAPI, clk clock.PassiveClock) *Provider {
 	t.Helper()
-	o, err := parseOptions("options", []byte(raw))
+	o, err := decodeOptions("options", []byte(raw))
 	if err != nil {
 		t.Fatalf("options: %v", err)
 	}
-	p, err := newProvider("nats-test", o, f, clk)
+	p, err := newProvider("nats-test", &o.Options, f, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Options are a nats provider's options (providers[].options).
@@ -19,15 +20,15 @@ type Options struct {
 	// connects to one and fails over to the others.
 	Servers []string `json:"servers"`
 	// User and Password authenticate with a user name and password.
-	User     *ondemand.Secret `json:"user,omitempty"`
-	Password *ondemand.Secret `json:"password,omitempty"`
+	User     *options.Secret `json:"user,omitempty"`
+	Password *options.Secret `json:"password,omitempty"`
 	// Token authenticates with a token.
-	Token *ondemand.Secret `json:"token,omitempty"`
+	Token *options.Secret `json:"token,omitempty"`
 	// CredsFile is a .creds file (user JWT and NKey seed), e.g. a mounted
 	// Secret.
 	CredsFile string `json:"credsFile,omitempty"`
 	// TLS configures TLS to the servers.
-	TLS *ondemand.TLSOptions `json:"tls,omitempty"`
+	TLS *options.TLS `json:"tls,omitempty"`
 	// Domain is the JetStream domain (a leaf node's hub, say): requests go
 	// to $JS.<domain>.API.
 	Domain string `json:"domain,omitempty"`
@@ -100,19 +101,24 @@ func (m *MetricOptions) series() []SeriesOption {
 	return []SeriesOption{{Stream: m.Stream, Consumer: m.Consumer}}
 }
 
-func parseOptions(field string, raw json.RawMessage) (*Options, error) {
+// settings are Options validated; defaults are applied where used.
+type settings struct{ Options }
+
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	if err := o.validate(field); err != nil {
 		return nil, err
 	}
-	return &o, nil
+	return &settings{Options: o}, nil
 }
 
 func (o *Options) validate(field string) error {
-	var errs ondemand.Errors
+	var errs options.Errors
 	if len(o.Servers) == 0 {
 		errs.Add(field+".servers", "required: at least one nats:// URL")
 	}
@@ -129,6 +135,7 @@ func (o *Options) validate(field string) error {
 	case o.Token.IsSet() && o.User.IsSet():
 		errs.Add(field+".token", "set user/password or token, not both")
 	}
+	options.CheckFile(field+".credsFile", o.CredsFile, &errs)
 	if o.CredsFile != "" && (o.User.IsSet() || o.Token.IsSet()) {
 		errs.Add(field+".credsFile", "set credsFile, user/password or token, only one of them")
 	}
@@ -155,7 +162,7 @@ func (o *Options) validate(field string) error {
 	return errs.Err()
 }
 
-func validateServer(field, s string, errs *ondemand.Errors) {
+func validateServer(field, s string, errs *options.Errors) {
 	u, err := url.Parse(s)
 	if err != nil {
 		errs.Add(field, "not a URL: %v", err)
@@ -176,7 +183,7 @@ func validateServer(field, s string, errs *ondemand.Errors) {
 	}
 }
 
-func (m *MetricOptions) validate(field string, errs *ondemand.Errors) {
+func (m *MetricOptions) validate(field string, errs *options.Errors) {
 	m.MetricOptions.Validate(field, errs)
 	for _, k := range []string{StreamLabel, ConsumerLabel} {
 		if _, ok := m.Labels[k]; ok {
@@ -215,7 +222,7 @@ func (m *MetricOptions) validate(field string, errs *ondemand.Errors) {
 	validateSeries(field, v, SeriesOption{Stream: m.Stream, Consumer: m.Consumer}, errs)
 }
 
-func validateSeries(field, value string, s SeriesOption, errs *ondemand.Errors) {
+func validateSeries(field, value string, s SeriesOption, errs *options.Errors) {
 	switch {
 	case s.Stream == "":
 		errs.Add(field+".stream", "required")

@@ -102,7 +102,7 @@ func TestValidate(t *testing.T) {
 // fragment, through the adapter's own config parser and Factory.Validate.
 func TestBackendsConfig(t *testing.T) {
 	t.Parallel()
-	o, err := parseOptions("options", providertest.BackendFragment(t, Type, Factory{}))
+	o, err := decodeOptions("options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}

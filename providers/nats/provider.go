@@ -29,17 +29,18 @@ var _ providers.Factory = Factory{}
 
 // Validate implements providers.Factory; it does not connect.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
 // New implements providers.Factory. It returns at once: the connection is
 // made in the background, and reads fail (503) until it is up.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	o, err := parseOptions("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, fmt.Errorf("nats provider %q: %w", name, err)
 	}
+	o := &s.Options
 	c, err := newClient(name, o)
 	if err != nil {
 		return nil, fmt.Errorf("nats provider %q: %w", name, err)

@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,36 +288,6 @@ func (p *Provider) Health() error {
 
 // BackendCalls is the number of reads that reached the backend.
 func (p *Provider) BackendCalls() uint64 { return p.calls.Load() }
-
-// Redact removes secret from a backend's error message, which some clients
-// build from the connection URL.
-func Redact(err error, secrets ...string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	changed := false
-	for _, s := range secrets {
-		if s != "" && strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, "REDACTED")
-			changed = true
-		}
-	}
-	if !changed {
-		return err
-	}
-	return redacted{msg: msg, cause: err}
-}
-
-type redacted struct {
-	msg   string
-	cause error
-}
-
-func (r redacted) Error() string { return r.msg }
-
-// Is keeps errors.Is working for context errors without exposing the text.
-func (r redacted) Is(target error) bool { return errors.Is(r.cause, target) }
 
 var (
 	_ providers.ExternalProvider = (*Provider)(nil)

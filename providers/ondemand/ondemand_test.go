@@ -296,22 +296,6 @@ func TestTooManyItems(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	t.Parallel()
-	err := Redact(errors.New(`dial "amqp://u:s3cret@host": refused`), "s3cret", "")
-	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "REDACTED") {
-		t.Errorf("Redact() = %q", err)
-	}
-	ctxErr := Redact(context.DeadlineExceeded, "x")
-	if !errors.Is(ctxErr, context.DeadlineExceeded) {
-		t.Error("Redact lost the cause")
-	}
-	wrapped := Redact(errors.Join(errors.New("pw=x1"), context.DeadlineExceeded), "x1")
-	if !errors.Is(wrapped, context.DeadlineExceeded) || strings.Contains(wrapped.Error(), "x1") {
-		t.Errorf("Redact(wrapped) = %v", wrapped)
-	}
-}
-
 func TestBadValuesRefused(t *testing.T) {
 	t.Parallel()
 	huge := 1e308

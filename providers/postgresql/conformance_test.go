@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := parseOptions("options", raw)
+			s, err := decodeOptions("options", raw)
 			if err != nil {
 				t.Fatal(err)
 			}

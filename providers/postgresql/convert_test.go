@@ -186,7 +186,7 @@ func TestThroughProvider(t *testing.T) {
 		`{"name": "postgresql_negative", "query": "SELECT queue, value FROM null", "nullAs": -1}`,
 		`{"name": "postgresql_missing", "query": "SELECT queue, value FROM missing"}`,
 	)
-	s, err := parseOptions("options", json.RawMessage(raw))
+	s, err := decodeOptions("options", json.RawMessage(raw))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Defaults for options left out.
@@ -37,12 +38,12 @@ type Options struct {
 	// User is the role to log in as: give it CONNECT and SELECT only.
 	User string `json:"user"`
 	// Password comes from a file or an environment variable.
-	Password *ondemand.Secret `json:"password,omitempty"`
+	Password *options.Secret `json:"password,omitempty"`
 	// SSLMode is libpq's sslmode: disable, prefer, require, verify-ca or
 	// verify-full. Default: verify-full with tls options, prefer without.
 	SSLMode string `json:"sslMode,omitempty"`
 	// TLS holds the CA and client certificate files for sslMode.
-	TLS *ondemand.TLSOptions `json:"tls,omitempty"`
+	TLS *options.TLS `json:"tls,omitempty"`
 	// ConnectTimeout bounds one connection attempt (default 2s).
 	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
 	// StatementTimeout is SET LOCAL statement_timeout for every query
@@ -111,18 +112,18 @@ func dur(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
-// parseOptions decodes and validates raw without touching the server;
+// decodeOptions decodes and validates raw without touching the server;
 // every error names its field below field.
-func parseOptions(field string, raw json.RawMessage) (*settings, error) {
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return validate(field, o)
 }
 
 func validate(field string, o Options) (*settings, error) {
-	var errs ondemand.Errors
+	var errs options.Errors
 	s := &settings{Options: o}
 	if o.Host == "" {
 		errs.Add(field+".host", "required")

@@ -113,7 +113,7 @@ func TestValidateAccepts(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	s, err := parseOptions("o", json.RawMessage(opts("", metric("SELECT 1 AS value;"))))
+	s, err := decodeOptions("o", json.RawMessage(opts("", metric("SELECT 1 AS value;"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestDefaults(t *testing.T) {
 	if m := s.metrics[0]; m.valueColumn != "value" || m.query != "SELECT 1 AS value" {
 		t.Errorf("metric: value column %q, query %q (want the trailing ; dropped)", m.valueColumn, m.query)
 	}
-	s, err = parseOptions("o", json.RawMessage(opts(`"tls": {"caFile": "/ca"}`)))
+	s, err = decodeOptions("o", json.RawMessage(opts(`"tls": {"caFile": "/ca"}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestDefaults(t *testing.T) {
 // config fragment, through Validate.
 func TestHackConfig(t *testing.T) {
 	t.Parallel()
-	s, err := parseOptions("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
+	s, err := decodeOptions("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the adapter config.
@@ -31,14 +32,14 @@ type Factory struct{}
 // Validate implements providers.Factory: it checks every option, the
 // queries' text included, without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
 // New implements providers.Factory. It does not connect: the first read
 // does, so discovery works while the server is down.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := parseOptions("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func (p *Provider) Close() error {
 type pgQuerier struct {
 	provider         string
 	base             *pgx.ConnConfig
-	password         *ondemand.Secret
+	password         *options.Secret
 	lastPassword     atomic.Pointer[string] // for redaction
 	statementTimeout time.Duration
 	allowSuperuser   bool
@@ -145,7 +146,7 @@ func (q *pgQuerier) readPassword() (string, error) {
 
 func (q *pgQuerier) redact(err error) error {
 	if pw := q.lastPassword.Load(); pw != nil {
-		return ondemand.Redact(err, *pw)
+		return options.Redact(err, *pw)
 	}
 	return err
 }
@@ -159,7 +160,7 @@ func (q *pgQuerier) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg.Password = pw
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, ondemand.Redact(err, pw)
+		return nil, options.Redact(err, pw)
 	}
 	if !q.allowSuperuser {
 		if err := refuseSuperuser(ctx, c); err != nil {

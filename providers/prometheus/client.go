@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // maxCachedQueries bounds the result cache: queries embed object names.
@@ -302,18 +302,14 @@ func newRoundTripper(s *settings) (http.RoundTripper, error) {
 		}
 		tc := &tls.Config{InsecureSkipVerify: s.InsecureSkipTLSVerify} //nolint:gosec // asked for explicitly
 		if s.CAFile != "" {
-			pem, err := os.ReadFile(s.CAFile)
+			pool, err := options.CertPool(s.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("caFile: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("caFile: no certificates in %s", s.CAFile)
 			}
 			tc.RootCAs = pool
 		}
 		if s.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+			cert, err := options.KeyPair(s.CertFile, s.KeyFile)
 			if err != nil {
 				return nil, fmt.Errorf("certFile: %w", err)
 			}
@@ -322,9 +318,17 @@ func newRoundTripper(s *settings) (http.RoundTripper, error) {
 		t.TLSClientConfig = tc
 		rt = t
 	}
-	h := &authRoundTripper{next: rt, headers: http.Header{}}
+	h := &authRoundTripper{next: rt, headers: http.Header{}, secretHeaders: map[string]*headerSecret{}}
 	for k, v := range s.Headers {
-		h.headers.Set(k, v)
+		if v.Secret == nil {
+			h.headers.Set(k, v.Value)
+			continue
+		}
+		hs := &headerSecret{field: "headers." + k, src: v.Secret}
+		if _, err := hs.get(); err != nil {
+			return nil, err
+		}
+		h.secretHeaders[http.CanonicalHeaderKey(k)] = hs
 	}
 	if s.BearerTokenFile != "" {
 		h.token = &fileSecret{path: s.BearerTokenFile}
@@ -346,17 +350,25 @@ func newRoundTripper(s *settings) (http.RoundTripper, error) {
 
 // authRoundTripper adds headers and credentials to every request.
 type authRoundTripper struct {
-	next     http.RoundTripper
-	headers  http.Header
-	token    *fileSecret
-	username string
-	password *fileSecret
+	next          http.RoundTripper
+	headers       http.Header
+	secretHeaders map[string]*headerSecret // by canonical name
+	token         *fileSecret
+	username      string
+	password      *fileSecret
 }
 
 func (a *authRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	for k, v := range a.headers {
 		req.Header[k] = v
+	}
+	for k, hs := range a.secretHeaders {
+		v, err := hs.get()
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set(k, string(v))
 	}
 	switch {
 	case a.token != nil:
@@ -394,7 +406,7 @@ func (f *fileSecret) get() (string, error) {
 	if f.val != "" && time.Since(f.at) < time.Minute {
 		return f.val, nil
 	}
-	b, err := os.ReadFile(f.path)
+	b, err := options.ReadFile(context.Background(), f.path)
 	if err != nil {
 		if f.val != "" {
 			klog.ErrorS(err, "Keeping the last credential read", "file", f.path)
@@ -408,4 +420,36 @@ func (f *fileSecret) get() (string, error) {
 	}
 	f.val, f.at = v, time.Now()
 	return v, nil
+}
+
+// headerSecret is a header's value from a file (reread at most every
+// minute, like fileSecret) or an environment variable (read once).
+type headerSecret struct {
+	field string
+	src   *options.Secret
+	mu    sync.Mutex
+	val   options.Sensitive
+	at    time.Time
+}
+
+func (h *headerSecret) get() (options.Sensitive, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.val != "" && (h.src.File == "" || time.Since(h.at) < time.Minute) {
+		return h.val, nil
+	}
+	v, err := h.src.Value(h.field)
+	switch {
+	case err != nil && h.val != "":
+		klog.ErrorS(err, "Keeping the last header value read", "header", h.field)
+		return h.val, nil
+	case err != nil:
+		return "", err
+	case strings.TrimSpace(v) == "":
+		return "", fmt.Errorf("%s: %s is empty", h.field, h.src)
+	case strings.ContainsAny(v, "\r\n"):
+		return "", fmt.Errorf("%s: %s holds a line break", h.field, h.src)
+	}
+	h.val, h.at = options.Sensitive(strings.TrimSpace(v)), time.Now()
+	return h.val, nil
 }

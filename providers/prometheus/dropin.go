@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metricscale/metricscale/providers/options"
 	"github.com/metricscale/metricscale/providers/prometheus/rules"
 )
 
@@ -93,9 +94,9 @@ func OptionsFromAdapterConfig(data []byte, f AdapterFlags) (Options, error) {
 	for _, h := range f.Headers {
 		k, v, _ := strings.Cut(h, "=")
 		if o.Headers == nil {
-			o.Headers = map[string]string{}
+			o.Headers = map[string]options.Header{}
 		}
-		o.Headers[k] = v
+		o.Headers[k] = options.Header{Value: v}
 	}
 	if f.MetricsRelistInterval > 0 {
 		o.RelistInterval = &metav1.Duration{Duration: f.MetricsRelistInterval}

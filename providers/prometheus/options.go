@@ -1,9 +1,7 @@
 package prometheus
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metricscale/metricscale/providers/options"
 	"github.com/metricscale/metricscale/providers/prometheus/rules"
 )
 
@@ -49,8 +48,10 @@ type Options struct {
 	// Username and PasswordFile are HTTP basic auth credentials.
 	Username     string `json:"username,omitempty"`
 	PasswordFile string `json:"passwordFile,omitempty"`
-	// Headers are set on every request (--prometheus-header k=v).
-	Headers map[string]string `json:"headers,omitempty"`
+	// Headers are set on every request (--prometheus-header k=v). A header
+	// that carries a credential (Authorization, X-API-Key, ...) must come
+	// from a file or env ({file: /path}), never inline.
+	Headers map[string]options.Header `json:"headers,omitempty"`
 	// AuthConfig is a kubeconfig whose current context says how to reach
 	// and authenticate to Prometheus (--prometheus-auth-config).
 	AuthConfig string `json:"authConfig,omitempty"`
@@ -95,30 +96,28 @@ func dur(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
-// parseOptions decodes and validates raw; errors name their field below
-// field ("providers[0].options.rules[2].metricsQuery: ...").
-func parseOptions(field string, raw json.RawMessage) (*settings, error) {
+// decodeOptions decodes raw strictly and validates it; errors name their
+// field below field ("providers[0].options.rules[2].metricsQuery: ...").
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+	if options.Empty(raw) {
 		return nil, fmt.Errorf("%s.url: required", field)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+	if err := options.Decode(field, raw, &o); err != nil {
+		return nil, err
 	}
 	return validate(field, o)
 }
 
 func validate(field string, o Options) (*settings, error) {
-	var errs []error
-	bad := func(f, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", field, f, fmt.Sprintf(format, args...)))
-	}
+	var errs options.Errors
+	bad := func(f, format string, args ...any) { errs.Add(field+"."+f, format, args...) }
 	if o.URL == "" {
 		bad("url", "required")
 	} else if u, err := url.Parse(o.URL); err != nil {
-		bad("url", "%v", err)
+		bad("url", "not a valid URL") // url's message quotes it, password and all
+	} else if u.User != nil {
+		bad("url", "must not hold credentials: use bearerTokenFile, username and passwordFile, or a header from a file")
 	} else if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		bad("url", "must be an http or https URL, got %q", o.URL)
 	}
@@ -143,10 +142,10 @@ func validate(field string, o Options) (*settings, error) {
 	if (o.AuthConfig != "" || o.AuthInCluster) && (o.CAFile != "" || o.CertFile != "" || o.InsecureSkipTLSVerify) {
 		bad("authConfig", "the kubeconfig carries the TLS settings: leave caFile, certFile, keyFile and insecureSkipTLSVerify out")
 	}
-	for k := range o.Headers {
-		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			bad("headers", "invalid header name %q", k)
-		}
+	options.CheckHeaders(field+".headers", o.Headers, &errs)
+	for f, path := range map[string]string{"caFile": o.CAFile, "certFile": o.CertFile, "keyFile": o.KeyFile,
+		"bearerTokenFile": o.BearerTokenFile, "passwordFile": o.PasswordFile, "authConfig": o.AuthConfig} {
+		options.CheckFile(field+"."+f, path, &errs)
 	}
 	s.queryTimeout = dur(o.QueryTimeout, 0)
 	s.cacheTTL = dur(o.QueryCacheTTL, 0)
@@ -169,11 +168,9 @@ func validate(field string, o Options) (*settings, error) {
 		bad("rules", "no rules, externalRules or resourceRules: the provider would serve nothing")
 	}
 	set, err := rules.Compile(field, o.Config, nil)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	errs.AddErr(err)
 	s.rules = set
-	if err := errors.Join(errs...); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil

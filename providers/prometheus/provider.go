@@ -46,14 +46,14 @@ var _ providers.Factory = Factory{}
 
 // Validate implements providers.Factory.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parseOptions(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
 // New implements providers.Factory. It does not contact Prometheus: the
 // first relist runs in Run.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := parseOptions("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus provider %q: %w", name, err)
 	}

@@ -415,6 +415,8 @@ func TestAuth(t *testing.T) {
 		{fmt.Sprintf(`"bearerTokenFile":%q`, token), "Authorization", "Bearer s3cret"},
 		{fmt.Sprintf(`"username":"admin","passwordFile":%q`, pw), "Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:hunter2"))},
 		{`"headers":{"X-Scope-OrgID":"tenant-a"}`, "X-Scope-OrgID", "tenant-a"},
+		// a credential header comes from a file holding its whole value
+		{fmt.Sprintf(`"headers":{"Authorization":{"file":%q}}`, token), "Authorization", "s3cret"},
 	} {
 		f := newFakeProm(t)
 		f.addTestSeries()
@@ -445,11 +447,20 @@ func TestValidateNamesTheField(t *testing.T) {
 			"providers[0].options.rules[2].metricsQuery: template: "},
 		{`{"url":"http://p","rulez":[]}`, `unknown field "rulez"`},
 		{`{"url":"http://p","certFile":"c","rules":[{"seriesQuery":"x","metricsQuery":"q"}]}`, "providers[0].options.certFile: certFile and keyFile go together"},
+		// issue 27: an inline credential is refused, headers included
+		{`{"url":"http://p","headers":{"Authorization":"Bearer abc"},"rules":[{"seriesQuery":"x","metricsQuery":"q"}]}`,
+			"providers[0].options.headers.Authorization: carries a credential: an inline value is refused"},
+		{`{"url":"http://u:pw@p","rules":[{"seriesQuery":"x","metricsQuery":"q"}]}`, "providers[0].options.url: must not hold credentials"},
+		{`{"url":"http://p","bearerTokenFile":"` + os.DevNull + `","rules":[{"seriesQuery":"x","metricsQuery":"q"}]}`,
+			"providers[0].options.bearerTokenFile: " + os.DevNull + " is a device, not a regular file"},
 	}
 	for _, tc := range tests {
 		err := Factory{}.Validate("providers[0].options", []byte(tc.opts))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s:\n got %v\nwant containing %q", tc.opts, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "abc") || strings.Contains(err.Error(), ":pw@")) {
+			t.Errorf("%s: the error %v quotes the credential", tc.opts, err)
 		}
 	}
 	if err := (Factory{}).Validate("o", testOptions(t, "http://p:9090", "")); err != nil {
@@ -529,7 +540,7 @@ func TestDropIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.URL != "http://prometheus:9090" || o.Headers["X-A"] != "b=c" || o.RelistInterval.Duration != time.Minute || o.MaxAge != nil || len(o.Rules) != 2 {
+	if o.URL != "http://prometheus:9090" || o.Headers["X-A"].Value != "b=c" || o.RelistInterval.Duration != time.Minute || o.MaxAge != nil || len(o.Rules) != 2 {
 		t.Errorf("options %+v", o)
 	}
 	if _, err := OptionsFromAdapterConfig([]byte("rules:\n- seriesQuery: x\n  unknown: 1\n"), AdapterFlags{}); err == nil {

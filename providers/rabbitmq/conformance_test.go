@@ -81,7 +81,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := decode("options", raw)
+			s, err := decodeOptions("options", raw)
 			if err != nil {
 				t.Fatal(err)
 			}

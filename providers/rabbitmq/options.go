@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Options are the provider's config options (providers[].options).
@@ -22,10 +23,10 @@ type Options struct {
 	AMQPURL string `json:"amqpURL,omitempty"`
 	// Username and Password authenticate to both; never put the password
 	// in a URL.
-	Username string           `json:"username"`
-	Password *ondemand.Secret `json:"password"`
+	Username string          `json:"username"`
+	Password *options.Secret `json:"password"`
 	// TLS applies to https:// and amqps:// URLs.
-	TLS *ondemand.TLSOptions `json:"tls,omitempty"`
+	TLS *options.TLS `json:"tls,omitempty"`
 	// CacheTTL is how long a reading answers queries (default 2s).
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the external metrics served.
@@ -95,8 +96,8 @@ type settings struct {
 	management *url.URL
 	amqp       *url.URL
 	username   string
-	password   *ondemand.Secret
-	tls        *ondemand.TLSOptions
+	password   *options.Secret
+	tls        *options.TLS
 	cacheTTL   time.Duration
 	metrics    []metricSettings
 }
@@ -113,7 +114,7 @@ type metricSettings struct {
 // parse validates o; field is the options' config path. Every error names
 // its field.
 func (o *Options) parse(field string) (*settings, error) {
-	var errs ondemand.Errors
+	var errs options.Errors
 	s := &settings{password: o.Password, tls: o.TLS, cacheTTL: ondemand.DefaultCacheTTL}
 	urlUser := ""
 	if o.ManagementURL != "" {
@@ -173,7 +174,7 @@ func (o *Options) parse(field string) (*settings, error) {
 	return s, nil
 }
 
-func parseMetric(f string, m MetricOptions, s *settings, errs *ondemand.Errors) metricSettings {
+func parseMetric(f string, m MetricOptions, s *settings, errs *options.Errors) metricSettings {
 	ms := metricSettings{opts: m.MetricOptions, queue: m.Queue, vhost: m.Vhost, measure: m.Measure, source: m.Source}
 	if ms.vhost == "" {
 		ms.vhost = DefaultVhost
@@ -245,7 +246,7 @@ func parseMetric(f string, m MetricOptions, s *settings, errs *ondemand.Errors) 
 
 // parseURL checks a broker URL; a user name in it is returned in user, a
 // password refused (it would end up in logs and errors).
-func parseURL(field, raw string, schemes []string, user *string, errs *ondemand.Errors) *url.URL {
+func parseURL(field, raw string, schemes []string, user *string, errs *options.Errors) *url.URL {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url's message quotes the URL, which may hold a password

@@ -40,7 +40,7 @@ func TestValidate(t *testing.T) {
 		{"amqp only, ready", amqpOnly(`{"name": "m", "queue": "q", "measure": "ready"}`), ""},
 		{"user in URL", `{"managementURL": "http://mon@r:15672", "password": {"env": "P"}, "metrics": [{"name": "m", "queue": "q"}]}`, ""},
 		{"empty", ``, "options: required"},
-		{"unknown field", `{"url": "http://r"}`, `options: json: unknown field "url"`},
+		{"unknown field", `{"url": "http://r"}`, `options: unknown field "url"`},
 		{"unknown metric field", metric(`{"name": "m", "queue": "q", "depth": 1}`), `unknown field "depth"`},
 		{"no URL", `{"username": "u", "password": {"file": "/p"}, "metrics": [{"name": "m", "queue": "q"}]}`, "options.managementURL: required"},
 		{"bad scheme", strings.Replace(validOptions, "http://127", "ftp://127", 1), `options.managementURL: scheme "ftp"`},
@@ -132,7 +132,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 // TestHackConfig validates the local cluster's provider options.
 func TestHackConfig(t *testing.T) {
 	t.Parallel()
-	s, err := decode("options", providertest.BackendFragment(t, Type, Factory{}))
+	s, err := decodeOptions("options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider type in the config.
@@ -32,13 +33,15 @@ var _ providers.Factory = Factory{}
 
 // Validate implements providers.Factory without connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := decode(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
-func decode(field string, raw json.RawMessage) (*settings, error) {
+// decodeOptions decodes raw strictly and validates it; every error names
+// its field below field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return o.parse(field)
@@ -47,7 +50,7 @@ func decode(field string, raw json.RawMessage) (*settings, error) {
 // New implements providers.Factory. It does not connect: the broker is
 // first asked when a query comes.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
-	s, err := decode("options", raw)
+	s, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +153,7 @@ func (p *Provider) Close() error {
 	return errors.Join(errs...)
 }
 
-func (p *Provider) redact(err error) error { return ondemand.Redact(err, p.secrets()...) }
+func (p *Provider) redact(err error) error { return options.Redact(err, p.secrets()...) }
 
 func (p *Provider) readManagement(m metricSettings) func(context.Context) ([]ondemand.Series, error) {
 	return func(ctx context.Context) ([]ondemand.Series, error) {

@@ -227,7 +227,7 @@ func TestManagementErrors(t *testing.T) {
 
 func TestDuplicateLabels(t *testing.T) {
 	t.Parallel()
-	s, err := decode("options", json.RawMessage(`{"managementURL": "http://r", "username": "u", "password": {"env": "X"},
+	s, err := decodeOptions("options", json.RawMessage(`{"managementURL": "http://r", "username": "u", "password": {"env": "X"},
 		"metrics": [{"name": "m", "queueRegex": "(?P<queue>jobs)-.*", "vhost": "work"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func (f *fakeAMQP) Inspect(ctx context.Context, vhost, queue string) (amqpQueue,
 
 func TestAMQPMetrics(t *testing.T) {
 	t.Parallel()
-	s, err := decode("options", json.RawMessage(`{"amqpURL": "amqp://r", "username": "u", "password": {"env": "X"}, "cacheTTL": "0s", "metrics": [
+	s, err := decodeOptions("options", json.RawMessage(`{"amqpURL": "amqp://r", "username": "u", "password": {"env": "X"}, "cacheTTL": "0s", "metrics": [
 		{"name": "ready", "queue": "orders", "measure": "ready"},
 		{"name": "consumers", "queue": "orders", "measure": "consumers"},
 		{"name": "missing", "queue": "nope", "vhost": "work", "measure": "ready"}]}`))

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Client is the provider's seam to Redis: what a reading needs, and nothing
@@ -115,7 +115,7 @@ func newRedisClient(s *settings, field string) (*redisClient, error) {
 	}
 	if s.tlsOn && tlsConfig == nil {
 		// rediss:// without tls options: verify against the system roots
-		tlsConfig, _ = (&ondemand.TLSOptions{}).Config(field + ".tls")
+		tlsConfig, _ = (&options.TLS{}).Config(field + ".tls")
 	}
 	if tlsConfig != nil && tlsConfig.ServerName == "" {
 		tlsConfig.ServerName, _, _ = net.SplitHostPort(s.addr)

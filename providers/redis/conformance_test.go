@@ -63,7 +63,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := parse("options", raw)
+			s, err := decodeOptions("options", raw)
 			if err != nil {
 				t.Fatalf("options %s: %v", raw, err)
 			}

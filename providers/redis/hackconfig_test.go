@@ -10,7 +10,7 @@ import (
 // (hack/backends/redis.yaml) through Factory.Validate, as check-config does.
 func TestHackBackendConfig(t *testing.T) {
 	t.Parallel()
-	s, err := parse("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
+	s, err := decodeOptions("providers[0].options", providertest.BackendFragment(t, Type, Factory{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Kind is what a metric entry measures.
@@ -90,9 +91,9 @@ type Options struct {
 	Username string `json:"username,omitempty"`
 	// Password is read from a file or an environment variable when a
 	// connection is made, so a rotated Secret is picked up.
-	Password *ondemand.Secret `json:"password,omitempty"`
+	Password *options.Secret `json:"password,omitempty"`
 	// TLS enables TLS (rediss:// does too, with default settings).
-	TLS *ondemand.TLSOptions `json:"tls,omitempty"`
+	TLS *options.TLS `json:"tls,omitempty"`
 	// CacheTTL is how long a reading answers queries (default
 	// ondemand.DefaultCacheTTL); metrics with the same TTL share one
 	// pipelined round trip.
@@ -134,8 +135,8 @@ type settings struct {
 	addr      string
 	db        int
 	username  string
-	password  *ondemand.Secret
-	tls       *ondemand.TLSOptions
+	password  *options.Secret
+	tls       *options.TLS
 	tlsOn     bool
 	ttl       time.Duration
 	maxKeys   int
@@ -148,17 +149,17 @@ type metricSettings struct {
 	labelsFrom *regexp.Regexp
 }
 
-// parse decodes and validates raw; every error names its field.
-func parse(field string, raw json.RawMessage) (*settings, error) {
+// decodeOptions decodes and validates raw; every error names its field.
+func decodeOptions(field string, raw json.RawMessage) (*settings, error) {
 	var o Options
-	if err := ondemand.Decode(field, raw, &o); err != nil {
+	if err := options.Decode(field, raw, &o); err != nil {
 		return nil, err
 	}
 	return o.settings(field)
 }
 
 func (o *Options) settings(field string) (*settings, error) {
-	var errs ondemand.Errors
+	var errs options.Errors
 	s := &settings{
 		db: o.DB, username: o.Username, password: o.Password, tls: o.TLS, tlsOn: o.TLS != nil,
 		ttl: ondemand.DefaultCacheTTL, maxKeys: DefaultMaxKeys, scanCount: DefaultScanCount,
@@ -215,7 +216,7 @@ func (o *Options) settings(field string) (*settings, error) {
 }
 
 // parseAddress accepts host:port, host, or a redis:// or rediss:// URL.
-func (o *Options) parseAddress(field string, s *settings, errs *ondemand.Errors) string {
+func (o *Options) parseAddress(field string, s *settings, errs *options.Errors) string {
 	f := field + ".address"
 	a := strings.TrimSpace(o.Address)
 	if a == "" {
@@ -272,7 +273,7 @@ func (o *Options) parseAddress(field string, s *settings, errs *ondemand.Errors)
 	return net.JoinHostPort(host, port)
 }
 
-func (m MetricEntry) validate(f string, errs *ondemand.Errors) metricSettings {
+func (m MetricEntry) validate(f string, errs *options.Errors) metricSettings {
 	out := metricSettings{MetricEntry: m}
 	switch {
 	case m.Type == "":

@@ -28,7 +28,7 @@ func TestValidateRejects(t *testing.T) {
 		{"negative db", `{"address":"h:1","db":-1,"metrics":[` + list + `]}`, []string{"options.db: must not be negative"}},
 		{"username without password", `{"address":"h:1","username":"u","metrics":[` + list + `]}`, []string{"options.password: required with username"}},
 		{"password both", `{"address":"h:1","password":{"file":"/f","env":"E"},"metrics":[` + list + `]}`, []string{"options.password: set file or env"}},
-		{"password inline", `{"address":"h:1","password":"s3cret","metrics":[` + list + `]}`, []string{"options:", "password"}},
+		{"password inline", `{"address":"h:1","password":"s3cret","metrics":[` + list + `]}`, []string{"options.password: an inline secret is refused"}},
 		{"tls cert without key", `{"address":"h:1","tls":{"certFile":"/c"},"metrics":[` + list + `]}`, []string{"options.tls.certFile"}},
 		{"negative cacheTTL", `{"address":"h:1","cacheTTL":"-1s","metrics":[` + list + `]}`, []string{"options.cacheTTL: must not be negative"}},
 		{"negative maxKeys", `{"address":"h:1","maxKeys":-1,"metrics":[` + list + `]}`, []string{"options.maxKeys"}},
@@ -93,7 +93,7 @@ func TestValidateAccepts(t *testing.T) {
 			if err := (Factory{}).Validate("options", []byte(tc.raw)); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			s, err := parse("options", []byte(tc.raw))
+			s, err := decodeOptions("options", []byte(tc.raw))
 			if err != nil {
 				t.Fatal(err)
 			}

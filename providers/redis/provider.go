@@ -17,6 +17,7 @@ import (
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/ondemand"
+	"github.com/metricscale/metricscale/providers/options"
 )
 
 // Type is the provider's config type.
@@ -30,7 +31,7 @@ var _ providers.Factory = Factory{}
 // Validate implements providers.Factory: it checks every option without
 // connecting.
 func (Factory) Validate(field string, raw json.RawMessage) error {
-	_, err := parse(field, raw)
+	_, err := decodeOptions(field, raw)
 	return err
 }
 
@@ -38,7 +39,7 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 // does, so discovery works while the server is down.
 func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
 	const field = "options"
-	s, err := parse(field, raw)
+	s, err := decodeOptions(field, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (p *Provider) redact(err error) error {
 	if perr != nil {
 		return err
 	}
-	return ondemand.Redact(err, pw)
+	return options.Redact(err, pw)
 }
 
 // op is the command that reads one key of the metric.

@@ -18,7 +18,7 @@ import (
 // build makes a provider over fake from raw options.
 func build(t *testing.T, raw string, fake *fakeClient) (*Provider, *clocktesting.FakePassiveClock) {
 	t.Helper()
-	s, err := parse("options", []byte(raw))
+	s, err := decodeOptions("options", []byte(raw))
 	if err != nil {
 		t.Fatalf("options: %v", err)
 	}
