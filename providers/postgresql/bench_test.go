@@ -33,7 +33,7 @@ func BenchmarkRead(b *testing.B) {
 			}
 			raw, _ := json.Marshal(map[string]any{"host": "db.invalid", "database": "d", "user": "u", "cacheTTL": "0s",
 				"metrics": []map[string]any{{"name": "jobs", "query": "SELECT queue, pad, value FROM jobs"}}})
-			s, err := parseOptions("options", raw)
+			s, err := decodeOptions("options", raw)
 			if err != nil {
 				b.Fatal(err)
 			}
