@@ -19,11 +19,11 @@ import (
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/adapter/changehub"
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/changefeed"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/push"
 	"github.com/metricscale/metricscale/providers/registry"
