@@ -15,7 +15,9 @@
 // and prometheus-adapter's label ↔ resource mapping), providers/push and
 // providers/pushformat (the push endpoint, feeding any Appender),
 // providers/telemetry (the adapter's self-metrics), providers/providertest
-// (the conformance suite every provider's tests run).
+// (the conformance suite every provider's tests run), providers/changefeed
+// (the wire format of the change feed the adapter serves and the autoscaler
+// reads).
 //
 // Types: memory (providers/memory), prometheus (providers/prometheus), and
 // the queue backends, which read their broker on demand through

@@ -195,10 +195,6 @@ type Deps struct {
 	Objects ObjectLister
 	// Clock is the time source; tests use a fake one.
 	Clock clock.PassiveClock
-	// SeriesTTL and MaxAge are the command-line defaults for stores
-	// (--series-ttl, --max-age); a provider's options may override them.
-	SeriesTTL time.Duration
-	MaxAge    time.Duration
 	// Changes, if not nil, receives the changes of providers that know when
 	// a value changes (see Change); providers that only read on demand
 	// ignore it.

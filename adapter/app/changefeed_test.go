@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/adapter/internal/fakekube"
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // TestChangeFeedInProcess runs the real adapter and subscribes to its change

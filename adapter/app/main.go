@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 
+	"github.com/metricscale/metricscale/adapter/dropin"
 	"github.com/metricscale/metricscale/providers/prometheus"
 )
 
@@ -81,7 +82,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	// The adapter's own decoder; a rules file needs a Prometheus URL to
 	// validate, which check-config does not reach.
-	c, _, err := decodeConfig(data, prometheus.AdapterFlags{PrometheusURL: "http://prometheus.invalid"})
+	c, _, err := dropin.Decode(data, dropin.Flags{PrometheusURL: "http://prometheus.invalid"}, Factories())
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", *file, err)
 		return 1

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,15 +20,18 @@ import (
 
 	"github.com/metricscale/metricscale/adapter/changehub"
 	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/adapter/dropin"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/catalog"
 	"github.com/metricscale/metricscale/providers/memory"
-	"github.com/metricscale/metricscale/providers/prometheus"
 	"github.com/metricscale/metricscale/providers/push"
 )
 
 // Factories are the provider types the adapter knows, by config type.
 func Factories() map[string]providers.Factory { return catalog.Factories() }
+
+// DefaultSecurePort is --secure-port's default here (AdapterBase's is 443).
+const DefaultSecurePort = 6443
 
 // Options are the adapter's command-line options.
 type Options struct {
@@ -60,8 +64,8 @@ type Options struct {
 	FastPath bool
 
 	// Prometheus holds prometheus-adapter's command-line flags, for a
-	// --config that is a prometheus-adapter rules file (the drop-in mode).
-	Prometheus prometheus.AdapterFlags
+	// --config that is a prometheus-adapter rules file (package dropin).
+	Prometheus dropin.Flags
 
 	// pushListener, if set (tests), is used instead of binding.
 	pushListener net.Listener
@@ -89,7 +93,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	o.DiscoveryInterval = 10 * time.Minute
 	o.InstallFlags()
 	ss := o.CustomMetricsAdapterServerOptions.SecureServing
-	ss.BindPort = 6443
+	ss.BindPort = DefaultSecurePort
 	ss.ServerCert.CertDirectory = ""
 	ss.ServerCert.PairName = "apiserver"
 	// HTTP/1.1 unless asked: per cached query it costs a third less CPU
@@ -100,7 +104,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	// of connections to the adapter.
 	ss.DisableHTTP2Serving = true
 	// re-install the defaults shown by --help
-	fs.Lookup("secure-port").DefValue = "6443"
+	fs.Lookup("secure-port").DefValue = strconv.Itoa(DefaultSecurePort)
 	fs.Lookup("cert-dir").DefValue = ""
 	h2 := fs.Lookup("disable-http2-serving")
 	h2.DefValue, h2.Usage = "true", "if true, serve HTTP/1.1 only (the default here); false also serves HTTP/2"
@@ -125,19 +129,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.BoolVar(&o.ChangeFeed, "change-feed", o.ChangeFeed, "serve the change feed on the secure port (GET /changes: which pushed series changed, for the autoscaler's --change-feed-url), to clients authorized for the non-resource URL /changes")
 	fs.DurationVar(&o.ChangeFeedHeartbeat, "change-feed-heartbeat", o.ChangeFeedHeartbeat, "interval of the change feed's heartbeats while nothing changes, by which subscribers notice a dead connection")
 	fs.BoolVar(&o.FastPath, "fast-path", o.FastPath, "serve external metric lists (GET, JSON or protobuf) ahead of the generic API server filters, with the same authentication, authorization, answers and metrics; anything else, and every request when audit, tracing, flow control, CORS or HSTS is configured, takes the full chain")
-	p := &o.Prometheus
-	fs.StringVar(&p.PrometheusURL, "prometheus-url", p.PrometheusURL, "drop-in for prometheus-adapter: URL of Prometheus; --config is then a prometheus-adapter rules file served by one prometheus provider")
-	fs.BoolVar(&p.AuthInCluster, "prometheus-auth-incluster", p.AuthInCluster, "drop-in: authenticate to Prometheus with the in-cluster config")
-	fs.StringVar(&p.AuthConfig, "prometheus-auth-config", p.AuthConfig, "drop-in: kubeconfig file with the credentials to reach Prometheus")
-	fs.StringVar(&p.CAFile, "prometheus-ca-file", p.CAFile, "drop-in: CA file for Prometheus' TLS")
-	fs.StringVar(&p.ClientTLSCertFile, "prometheus-client-tls-cert-file", p.ClientTLSCertFile, "drop-in: client certificate for Prometheus (with --prometheus-ca-file)")
-	fs.StringVar(&p.ClientTLSKeyFile, "prometheus-client-tls-key-file", p.ClientTLSKeyFile, "drop-in: client key for Prometheus")
-	fs.StringVar(&p.TokenFile, "prometheus-token-file", p.TokenFile, "drop-in: file holding a bearer token for Prometheus")
-	fs.StringArrayVar(&p.Headers, "prometheus-header", p.Headers, "drop-in: extra header KEY=VALUE sent to Prometheus (repeatable)")
-	fs.StringVar(&p.Verb, "prometheus-verb", p.Verb, "drop-in: HTTP verb of queries, GET or POST (GET switches to POST for long queries)")
-	fs.DurationVar(&p.MetricsRelistInterval, "metrics-relist-interval", p.MetricsRelistInterval, "drop-in: how often the series are relisted for discovery (default 10m)")
-	fs.DurationVar(&p.MetricsMaxAge, "metrics-max-age", p.MetricsMaxAge, "drop-in: how far back the relist looks; not below the relist interval (default: the relist interval)")
-	fs.BoolVar(&ss.DisableHTTP2Serving, "disable-http2", ss.DisableHTTP2Serving, "drop-in: same as --disable-http2-serving (both default to true here: --disable-http2-serving=false serves HTTP/2)")
+	dropin.AddFlags(fs, &o.Prometheus, &ss.DisableHTTP2Serving)
 	logs.AddFlags(fs)
 	return o
 }
@@ -200,8 +192,8 @@ func readToken(file string) (string, error) {
 // file's content (nil without --config).
 func (o *Options) loadConfig() (cfg *config.Config, data []byte, err error) {
 	if o.ConfigFile == "" {
-		if o.Prometheus.PrometheusURL != "" {
-			return nil, nil, errors.New("--prometheus-url: needs --config with a prometheus-adapter rules file")
+		if err := dropin.CheckURL(o.Prometheus, false, false); err != nil {
+			return nil, nil, err
 		}
 		return config.Default(), nil, nil
 	}
@@ -219,46 +211,23 @@ func (o *Options) loadConfig() (cfg *config.Config, data []byte, err error) {
 // parseConfig parses and validates a --config file's content, at start and
 // at every reload.
 func (o *Options) parseConfig(data []byte) (*config.Config, error) {
-	c, dropIn, err := decodeConfig(data, o.Prometheus)
+	c, rulesFile, err := dropin.Decode(data, o.Prometheus, Factories())
 	if err != nil {
 		return nil, err
 	}
-	if !dropIn && o.Prometheus.PrometheusURL != "" {
-		return nil, errors.New("--prometheus-url: this is not a prometheus-adapter rules file; name the URL in its prometheus provider's options")
+	if err := dropin.CheckURL(o.Prometheus, true, rulesFile); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-// decodeConfig is the one decoder of a config file, for the adapter and
-// check-config: a prometheus-adapter rules file becomes one prometheus
-// provider serving every metric (and metrics.k8s.io when it has
-// resourceRules); anything else is the native config.
-func decodeConfig(data []byte, flags prometheus.AdapterFlags) (c *config.Config, dropIn bool, err error) {
-	if prometheus.IsAdapterConfig(data) {
-		c, err := config.FromPrometheusAdapter(data, flags)
-		if err != nil {
-			return nil, true, fmt.Errorf("as a prometheus-adapter rules file: %w", err)
-		}
-		return c, true, nil
-	}
-	c, err = config.Parse(data, Factories())
-	return c, false, err
 }
 
 // dropInDefaults turns the push endpoint off for a prometheus-adapter rules
 // file without --push-token-file, so prometheus-adapter's arguments start the
 // adapter unchanged; an explicit --push-port keeps it on.
 func (o *Options) dropInDefaults() {
-	if o.ConfigFile == "" || o.PushTokenFile != "" || o.pushListener != nil {
-		return
+	pushAsked := o.PushTokenFile != "" || o.pushListener != nil || (o.FlagSet != nil && o.FlagSet.Changed("push-port"))
+	if dropin.PushOff(o.ConfigFile, pushAsked) {
+		klog.InfoS("prometheus-adapter rules file without --push-token-file: the push endpoint is off", "config", o.ConfigFile)
+		o.PushPort = 0
 	}
-	if o.FlagSet != nil && o.FlagSet.Changed("push-port") {
-		return
-	}
-	data, err := os.ReadFile(o.ConfigFile)
-	if err != nil || !prometheus.IsAdapterConfig(data) {
-		return
-	}
-	klog.InfoS("prometheus-adapter rules file without --push-token-file: the push endpoint is off", "config", o.ConfigFile)
-	o.PushPort = 0
 }

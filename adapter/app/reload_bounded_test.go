@@ -15,6 +15,7 @@ import (
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/catalog"
+	"github.com/metricscale/metricscale/providers/memory"
 	"github.com/metricscale/metricscale/providers/naming"
 )
 
@@ -66,8 +67,9 @@ func newBoundedEnv(t *testing.T, f *hangFactory, initial string) (*reloader, fun
 	}
 	factories := catalog.Factories()
 	factories["hang"] = f
+	factories[memory.Type] = memory.Factory{SeriesTTL: time.Hour, MaxAge: time.Hour}
 	parse := func(data []byte) (*config.Config, error) { return config.Parse(data, factories) }
-	deps := providers.Deps{Resources: naming.NewResolver(meta.NewDefaultRESTMapper(nil), nil), SeriesTTL: time.Hour, MaxAge: time.Hour}
+	deps := providers.Deps{Resources: naming.NewResolver(meta.NewDefaultRESTMapper(nil), nil)}
 	rl := newReloader(file, parse, factories, deps)
 	cfg, err := parse([]byte(initial))
 	if err != nil {

@@ -154,9 +154,9 @@ func newReloadEnv(t *testing.T, initial string) *reloadEnv {
 	if err := os.WriteFile(e.file, []byte(initial), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	factories := map[string]providers.Factory{memory.Type: memory.Factory{}, "gate": e.gates, "broken": &gateFactory{fail: true}}
+	factories := map[string]providers.Factory{memory.Type: memory.Factory{SeriesTTL: time.Hour, MaxAge: time.Hour}, "gate": e.gates, "broken": &gateFactory{fail: true}}
 	parse := func(data []byte) (*config.Config, error) { return config.Parse(data, factories) }
-	deps := providers.Deps{Resources: naming.NewResolver(meta.NewDefaultRESTMapper(nil), nil), Clock: e.clk, SeriesTTL: time.Hour, MaxAge: time.Hour}
+	deps := providers.Deps{Resources: naming.NewResolver(meta.NewDefaultRESTMapper(nil), nil), Clock: e.clk}
 	e.rl = newReloader(e.file, parse, factories, deps)
 	e.rl.clock = e.clk
 	e.rl.events = func(eventtype, reason, message string) {

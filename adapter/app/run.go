@@ -10,27 +10,33 @@ import (
 	"strconv"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/adapter/changehub"
+	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/changefeed"
+	"github.com/metricscale/metricscale/providers/memory"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/push"
 	"github.com/metricscale/metricscale/providers/registry"
 	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
-// Run serves until ctx is done.
+// Run serves until ctx is done. It reads as the steps of the adapter's
+// start, each a function below.
 func (o *Options) Run(ctx context.Context) error {
 	o.dropInDefaults()
 	if err := o.Validate(); err != nil {
@@ -40,131 +46,44 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var token string
-	if o.pushEnabled() {
-		if token, err = readToken(o.PushTokenFile); err != nil {
-			return err
-		}
-	}
-
-	// Cluster access: discovery for the RESTMapper, metadata watches.
-	mapper, err := o.RESTMapper()
+	token, err := o.pushToken()
 	if err != nil {
-		return fmt.Errorf("building the RESTMapper from discovery: %w", err)
+		return err
 	}
-	// AdapterBase builds a regenerating mapper but never starts its refresh.
-	if rm, ok := mapper.(*dynamicmapper.RegeneratingDiscoveryRESTMapper); ok {
-		rm.RunUntil(ctx.Done())
-	}
-	clientConfig, err := o.ClientConfig()
+	cl, err := o.connectCluster(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("building the client config: %w", err)
+		return err
 	}
-	mdClient, err := metadata.NewForConfig(clientConfig)
-	if err != nil {
-		return fmt.Errorf("building the metadata client: %w", err)
-	}
-	lister := objects.New(mdClient, mapper, cfg.SelectorGroupResources()...)
-
-	// The change feed's hub: the providers that know when a value changes
-	// publish to it; GET /changes serves it.
-	var hub *changehub.Hub
-	deps := providers.Deps{
-		Mapper: mapper, Resources: naming.NewResolver(mapper, clock.RealClock{}), Objects: lister, Clock: clock.RealClock{},
-		SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge,
-	}
-	if o.ChangeFeed {
-		hub = changehub.New(changehub.Options{})
+	hub := o.makeChangeHub()
+	if hub != nil {
 		defer hub.Close()
-		deps.Changes = hub
-		changehub.RegisterMetrics()
 	}
-
-	// The reloader owns the providers: it builds them, runs their loops,
-	// applies config changes and closes them.
-	rl := newReloader(o.ConfigFile, o.parseConfig, Factories(), deps)
-	registerReloadMetrics() // before init, which records the first config's hash
-	reg, err := rl.init(cfg, cfgData)
+	rl, reg, err := o.makeProviders(cfg, cfgData, cl, hub)
 	if err != nil {
 		return err
 	}
 	defer rl.stop()
-
-	// Providers must be installed before Config(): it decides which OpenAPI
-	// definitions and API groups exist from them.
-	o.WithCustomMetrics(reg)
-	o.WithExternalMetrics(reg)
-	// metrics.k8s.io is served when a route of kind resource exists; it needs
-	// a node cache, and its OpenAPI definitions before Config().
-	_, resourceMetrics := reg.ResourceProvider()
-	serveResourceMetrics := resourceMetrics != nil
-	if serveResourceMetrics {
-		lister.WatchNodes()
-		o.withResourceMetricsOpenAPI()
+	resourceMetrics := o.addMetricsAPIs(reg, cl.lister)
+	registerSelfMetrics()
+	if err := o.configureServer(reg, hub != nil); err != nil {
+		return err
 	}
-
-	telemetry.Register()
-	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
-		klog.V(2).InfoS("custom-metrics-apiserver metrics already registered", "err", err)
-	}
-
-	serverConfig, err := o.Config()
-	if err != nil {
-		return fmt.Errorf("configuring the API server: %w", err)
-	}
-	gc := serverConfig.GenericConfig
-	if gc.Authentication.Authenticator == nil {
-		return errors.New("no authenticator configured: refusing to serve anonymously")
-	}
-	// One authenticator for the generic chain and the fast path: request-header
-	// (aggregator) answers cached per proxy connection and identity, then
-	// the anonymous restriction.
-	authn := gc.Authentication.Authenticator
-	if o.Authentication != nil {
-		authn = cacheCertAuth(authn, gc.Authentication.RequestHeaderConfig, o.Authentication.CacheTTL)
-	}
-	gc.Authentication.Authenticator = restrictAnonymous(authn, healthPaths)
-	buildChain := gc.BuildHandlerChainFunc
-	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
-		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
-	}
-	if hub != nil {
-		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)
-	}
-
 	server, err := o.Server()
 	if err != nil {
 		return fmt.Errorf("building the API server: %w", err)
 	}
-	checks := []healthz.HealthChecker{
-		healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
-			if !lister.PodsSynced() {
-				return errors.New("the pod watch cache is not filled yet")
-			}
-			return nil
-		}),
-		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
-	}
-	if serveResourceMetrics {
-		if err := resourcemetrics.Install(server.GenericAPIServer, reg, lister.Pods(), lister.Nodes()); err != nil {
+	gs := server.GenericAPIServer
+	if resourceMetrics != nil {
+		if err := addResourceMetricsAPI(gs, reg, cl.lister, resourceMetrics); err != nil {
 			return err
 		}
-		checks = append(checks, healthz.NamedCheck("node-watch-cache", func(*http.Request) error {
-			if !lister.NodesSynced() {
-				return errors.New("the node watch cache is not filled yet")
-			}
-			return nil
-		}))
-		klog.InfoS("Serving metrics.k8s.io", "provider", resourceMetrics.Name())
 	}
-	if err := server.GenericAPIServer.AddReadyzChecks(checks...); err != nil {
+	if err := gs.AddReadyzChecks(readyzChecks(reg, cl.lister, resourceMetrics != nil)...); err != nil {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
-	installProviderz(server.GenericAPIServer.Handler.NonGoRestfulMux, reg)
+	installProviderz(gs.Handler.NonGoRestfulMux, reg)
 	if hub != nil {
-		// Behind the server's authentication and authorization: the
-		// non-resource URL /changes, verb get.
-		server.GenericAPIServer.Handler.NonGoRestfulMux.Handle(changefeed.Path, &changehub.Handler{Hub: hub, Heartbeat: o.ChangeFeedHeartbeat})
+		addChangeFeed(gs, hub, o.ChangeFeedHeartbeat)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -177,43 +96,241 @@ func (o *Options) Run(ctx context.Context) error {
 			hub.Close()
 		}()
 	}
-	lister.Start(ctx)
-	rl.lister = lister
-	rl.resourceServed = serveResourceMetrics
+	cl.lister.Start(ctx)
+	stopReloads := o.startReloads(ctx, cancel, rl, cl, resourceMetrics != nil)
+	defer stopReloads()
+	go refreshGauges(ctx, reg)
+	return o.serve(ctx, cancel, reg, hub, token)
+}
+
+// pushToken reads --push-token-file when the push endpoint is on.
+func (o *Options) pushToken() (string, error) {
+	if !o.pushEnabled() {
+		return "", nil
+	}
+	return readToken(o.PushTokenFile)
+}
+
+// cluster is the adapter's access to the cluster whose objects the metrics
+// describe.
+type cluster struct {
+	// mapper resolves resources through discovery.
+	mapper apimeta.RESTMapper
+	// config is the client config of the cluster.
+	config *rest.Config
+	// lister holds the metadata watch caches that resolve label selectors
+	// to objects.
+	lister *objects.Lister
+}
+
+// connectCluster builds the cluster access: discovery for the RESTMapper,
+// metadata watches for the objects cfg's selectors name.
+func (o *Options) connectCluster(ctx context.Context, cfg *config.Config) (*cluster, error) {
+	mapper, err := o.RESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("building the RESTMapper from discovery: %w", err)
+	}
+	// AdapterBase builds a regenerating mapper but never starts its refresh.
+	if rm, ok := mapper.(*dynamicmapper.RegeneratingDiscoveryRESTMapper); ok {
+		rm.RunUntil(ctx.Done())
+	}
+	clientConfig, err := o.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("building the client config: %w", err)
+	}
+	mdClient, err := metadata.NewForConfig(clientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client: %w", err)
+	}
+	return &cluster{mapper: mapper, config: clientConfig, lister: objects.New(mdClient, mapper, cfg.SelectorGroupResources()...)}, nil
+}
+
+// makeChangeHub makes the change feed's hub (nil without --change-feed):
+// the providers that know when a value changes publish to it; GET /changes
+// serves it.
+func (o *Options) makeChangeHub() *changehub.Hub {
+	if !o.ChangeFeed {
+		return nil
+	}
+	hub := changehub.New(changehub.Options{})
+	changehub.RegisterMetrics()
+	return hub
+}
+
+// factories are the provider types, the memory provider's defaults from
+// --series-ttl and --max-age.
+func (o *Options) factories() map[string]providers.Factory {
+	f := Factories()
+	f[memory.Type] = memory.Factory{SeriesTTL: o.SeriesTTL, MaxAge: o.MaxAge}
+	return f
+}
+
+// makeProviders builds the providers of cfg through the reloader, which owns
+// them from then on: it runs their loops, applies config changes and closes
+// them. hub, if not nil, hears their changes.
+func (o *Options) makeProviders(cfg *config.Config, cfgData []byte, cl *cluster, hub *changehub.Hub) (*reloader, *registry.Registry, error) {
+	deps := providers.Deps{
+		Mapper: cl.mapper, Resources: naming.NewResolver(cl.mapper, clock.RealClock{}), Objects: cl.lister, Clock: clock.RealClock{},
+	}
+	if hub != nil {
+		deps.Changes = hub
+	}
+	rl := newReloader(o.ConfigFile, o.parseConfig, o.factories(), deps)
+	registerReloadMetrics() // before init, which records the first config's hash
+	reg, err := rl.init(cfg, cfgData)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rl, reg, nil
+}
+
+// addMetricsAPIs makes the registry the provider of custom.metrics.k8s.io
+// and external.metrics.k8s.io, and returns the provider of metrics.k8s.io,
+// served when a route of kind resource exists (nil otherwise). It must run
+// before Config(), which decides from them which OpenAPI definitions and API
+// groups exist.
+func (o *Options) addMetricsAPIs(reg *registry.Registry, lister *objects.Lister) providers.ResourceProvider {
+	o.WithCustomMetrics(reg)
+	o.WithExternalMetrics(reg)
+	_, resourceMetrics := reg.ResourceProvider()
+	if resourceMetrics == nil {
+		return nil
+	}
+	// metrics.k8s.io needs a node cache, and its OpenAPI definitions
+	// before Config().
+	lister.WatchNodes()
+	o.withResourceMetricsOpenAPI()
+	return resourceMetrics
+}
+
+// registerSelfMetrics registers the adapter's own metrics and
+// custom-metrics-apiserver's.
+func registerSelfMetrics() {
+	telemetry.Register()
+	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
+		klog.V(2).InfoS("custom-metrics-apiserver metrics already registered", "err", err)
+	}
+}
+
+// configureServer configures the generic API server: one authenticator for
+// the generic chain and the fast path, the fast path and selector
+// validation around the chain, and the change feed (changeFeed) as a
+// long-running request.
+func (o *Options) configureServer(reg *registry.Registry, changeFeed bool) error {
+	serverConfig, err := o.Config()
+	if err != nil {
+		return fmt.Errorf("configuring the API server: %w", err)
+	}
+	gc := serverConfig.GenericConfig
+	if gc.Authentication.Authenticator == nil {
+		return errors.New("no authenticator configured: refusing to serve anonymously")
+	}
+	// Request-header (aggregator) answers cached per proxy connection and
+	// identity, then the anonymous restriction.
+	authn := gc.Authentication.Authenticator
+	if o.Authentication != nil {
+		authn = cacheCertAuth(authn, gc.Authentication.RequestHeaderConfig, o.Authentication.CacheTTL)
+	}
+	gc.Authentication.Authenticator = restrictAnonymous(authn, healthPaths)
+	buildChain := gc.BuildHandlerChainFunc
+	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
+		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
+	}
+	if changeFeed {
+		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)
+	}
+	return nil
+}
+
+// addResourceMetricsAPI installs metrics.k8s.io, served by p.
+func addResourceMetricsAPI(gs *genericapiserver.GenericAPIServer, reg *registry.Registry, lister *objects.Lister, p providers.ResourceProvider) error {
+	if err := resourcemetrics.Install(gs, reg, lister.Pods(), lister.Nodes()); err != nil {
+		return err
+	}
+	klog.InfoS("Serving metrics.k8s.io", "provider", p.Name())
+	return nil
+}
+
+// readyzChecks are the readiness checks: the watch caches filled (the node
+// one when metrics.k8s.io is served) and every provider ready.
+func readyzChecks(reg *registry.Registry, lister *objects.Lister, resourceMetrics bool) []healthz.HealthChecker {
+	checks := []healthz.HealthChecker{
+		healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
+			if !lister.PodsSynced() {
+				return errors.New("the pod watch cache is not filled yet")
+			}
+			return nil
+		}),
+		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
+	}
+	if resourceMetrics {
+		checks = append(checks, healthz.NamedCheck("node-watch-cache", func(*http.Request) error {
+			if !lister.NodesSynced() {
+				return errors.New("the node watch cache is not filled yet")
+			}
+			return nil
+		}))
+	}
+	return checks
+}
+
+// addChangeFeed serves the change feed behind the server's authentication
+// and authorization: the non-resource URL /changes, verb get.
+func addChangeFeed(gs *genericapiserver.GenericAPIServer, hub *changehub.Hub, heartbeat time.Duration) {
+	gs.Handler.NonGoRestfulMux.Handle(changefeed.Path, &changehub.Handler{Hub: hub, Heartbeat: heartbeat})
+}
+
+// startReloads starts the reloader's work: config reloads (watched when
+// --config is set), the objects' selectors kept in step, events on the
+// adapter's pod. The returned stop, called once ctx's work is to end,
+// cancels and waits for the watch.
+func (o *Options) startReloads(ctx context.Context, cancel context.CancelFunc, rl *reloader, cl *cluster, resourceServed bool) (stop func()) {
+	rl.lister = cl.lister
+	rl.resourceServed = resourceServed
 	rl.checkInterval = o.ConfigCheckInterval
-	events, stopEvents := podEvents(ctx, clientConfig)
-	defer stopEvents()
+	events, stopEvents := podEvents(ctx, cl.config)
 	rl.events = events
 	rl.start(ctx)
-	if o.ConfigFile != "" {
-		watchDone := make(chan struct{})
-		go func() {
-			defer close(watchDone)
-			rl.watch(ctx)
-		}()
-		defer func() { cancel(); <-watchDone }()
+	if o.ConfigFile == "" {
+		return stopEvents
 	}
+	watchDone := make(chan struct{})
 	go func() {
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			reg.UpdateSeriesGauge()
-			updateProviderUp(reg)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		defer close(watchDone)
+		rl.watch(ctx)
 	}()
+	return func() {
+		cancel()
+		<-watchDone
+		stopEvents()
+	}
+}
 
+// refreshGauges updates the series and provider-up gauges every 10 s until
+// ctx is done.
+func refreshGauges(ctx context.Context, reg *registry.Registry) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		reg.UpdateSeriesGauge()
+		updateProviderUp(reg)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// serve starts the push endpoint, if on, and the API server, and returns
+// when either stops (cancelling the other).
+func (o *Options) serve(ctx context.Context, cancel context.CancelFunc, reg *registry.Registry, hub *changehub.Hub, token string) error {
 	pushErr := make(chan error, 1)
 	if o.pushEnabled() {
 		if err := o.startPush(ctx, reg, hub, token, pushErr); err != nil {
 			return err
 		}
 	}
-
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- o.AdapterBase.Run(ctx) }()
 	klog.InfoS("Adapter started", "providers", len(reg.Instances()), "securePort", o.CustomMetricsAdapterServerOptions.SecureServing.BindPort, "push", o.pushEnabled(), "changeFeed", hub != nil)

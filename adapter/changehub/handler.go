@@ -14,7 +14,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // DefaultHeartbeat is how often a subscriber hears from an idle feed.

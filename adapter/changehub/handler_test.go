@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // feedReader reads a feed's events in the background.

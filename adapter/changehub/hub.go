@@ -18,8 +18,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // Default limits of a subscriber's pending changes.

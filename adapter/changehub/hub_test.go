@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 func series(metric string, lbls ...string) providers.Change {

@@ -54,6 +54,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/controller"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/recordserver"
@@ -123,7 +124,7 @@ func NewOptions() *Options {
 	return &Options{
 		KubeAPIQPS: 100, KubeAPIBurst: 200, KubeAPIContentType: runtime.ContentTypeProtobuf,
 		MetricsAPIQPS: 1000, MetricsAPIBurst: 2000,
-		Workers: 20, HPASyncPeriod: 15 * time.Second, HistorySync: 5 * time.Minute,
+		Workers: 20, HPASyncPeriod: defaults.SyncPeriod, HistorySync: 5 * time.Minute,
 		// Unauthenticated: only this host may read it (see README).
 		BindAddress: "127.0.0.1:8080",
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -236,32 +237,87 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run runs the controller until ctx ends.
+// Run runs the controller until ctx ends. It reads as the steps of the
+// controller's start, each a function below.
 func Run(ctx context.Context, o *Options) error {
-	logger := klog.FromContext(ctx)
+	cfg, clients, err := o.makeClients(ctx)
+	if err != nil {
+		return err
+	}
+	recorder, broadcaster, err := makeEventRecorder(ctx, clients.Kube)
+	if err != nil {
+		return err
+	}
+	defer broadcaster.Shutdown()
+	inf, kubeInformers := o.makeInformers(ctx, clients.Kube, clients.Dynamic)
+	var tapes *mrecord.Recorder
+	if o.Record {
+		tapes = mrecord.New(o.RecordOptions)
+	}
+	ctrl, err := controller.New(controller.Config{
+		Settings: o.Settings(), Workers: o.Workers, HPASyncPeriod: o.HPASyncPeriod, HistorySyncInterval: o.HistorySync,
+		Recorder: tapes,
+	}, clients, inf, recorder, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	run, err := o.withChangeFeed(ctrl, cfg)
+	if err != nil {
+		return err
+	}
+	// Standbys keep warm caches, so that a failover starts at once.
+	go inf.MetricAutoscalers.RunWithContext(ctx)
+	kubeInformers.Start(ctx.Done())
+	ready := watchSynced(ctx, inf)
+	// Unhealthy when leading without renewing for this long past the lease.
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	srv, err := serve(ctx, o.BindAddress, handler(ready, watchdog, o.Profiling))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	lead := &leadership{self: o.Identity}
+	if !o.LeaderElection.LeaderElect {
+		lead.started()
+	}
+	if tapes != nil {
+		if err := o.serveRecordings(ctx, tapes, lead); err != nil {
+			return err
+		}
+	}
+	if !o.LeaderElection.LeaderElect {
+		return run(ctx)
+	}
+	return o.runElected(ctx, clients.Kube, recorder, watchdog, lead, run)
+}
+
+// makeClients builds the clients the controller reads and writes with, and
+// returns the kubeconfig's config too (JSON, for custom resources and the
+// change feed). Built-in APIs and the metrics APIs use
+// --kube-api-content-type, protobuf by default as kube-controller-manager:
+// a scale read and write costs both sides less than in JSON.
+func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Clients, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, controller.Clients{}, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	// Built-in APIs in protobuf, as kube-controller-manager: a scale read
-	// and write costs both sides less than in JSON.
 	builtin := rest.CopyConfig(cfg)
 	builtin.ContentType = o.KubeAPIContentType
 	builtin.AcceptContentTypes = o.KubeAPIContentType + "," + runtime.ContentTypeJSON
 	kube, err := kubernetes.NewForConfig(builtin)
 	if err != nil {
-		return err
+		return nil, controller.Clients{}, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, controller.Clients{}, err
 	}
 	cached := memory.NewMemCacheClient(kube.Discovery())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	scales, err := scale.NewForConfig(builtin, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
 	if err != nil {
-		return err
+		return nil, controller.Clients{}, err
 	}
 	// The metrics APIs in protobuf too (their types have it, and
 	// kube-controller-manager reads them so), with a rate limit of their own.
@@ -269,36 +325,53 @@ func Run(ctx context.Context, o *Options) error {
 	metricsCfg.QPS, metricsCfg.Burst = o.MetricsAPIQPS, o.MetricsAPIBurst
 	source, err := metricsSource(ctx, metricsCfg, kube, mapper)
 	if err != nil {
-		return err
+		return nil, controller.Clients{}, err
 	}
+	return cfg, controller.Clients{Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, nil
+}
 
+// makeEventRecorder starts the broadcaster of the controller's events (the
+// caller shuts it down) and returns their recorder.
+func makeEventRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, record.EventBroadcaster, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, nil, err
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "metricscale-autoscaler"})
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "metricscale-autoscaler"}), broadcaster, nil
+}
 
+// makeInformers makes the informers the controller reads from, and the
+// factory of the HPAs' (started by the caller). The MetricAutoscalers' is
+// read by key only: no namespace index. Pods and workloads have factories
+// of their own, started when first needed.
+func (o *Options) makeInformers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) (controller.Informers, informers.SharedInformerFactory) {
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
-	// The pod cache has a factory of its own, started at the first reconcile that reads pods.
+	// The pod cache is started at the first reconcile that reads pods.
 	podInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	inf := controller.Informers{
-		// Read by key only: no namespace index.
 		MetricAutoscalers: dynamicinformer.NewFilteredDynamicInformer(dyn, v1alpha1.GroupVersionResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
 		Pods:              podInformers.Core().V1().Pods().Informer(),
 		StartPods:         func() { podInformers.Start(ctx.Done()) },
+		Workload:          workloadInformers(ctx, kube),
 	}
-	// The scale of apps/v1 workloads from watch caches of their own,
-	// started at the first target of each kind.
-	// No namespace index: the controller reads them by key only.
+	if o.HPAObjects {
+		inf.HPAs = kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+	}
+	return inf, kubeInformers
+}
+
+// workloadInformers reads the scale of apps/v1 workloads from watch caches
+// of their own, each started at the first target of its kind. No namespace
+// index: the controller reads them by key only.
+func workloadInformers(ctx context.Context, kube kubernetes.Interface) func(schema.GroupResource) cache.SharedIndexInformer {
 	workloads := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	noIndex := cache.Indexers{}
-	inf.Workload = func(gr schema.GroupResource) cache.SharedIndexInformer {
+	return func(gr schema.GroupResource) cache.SharedIndexInformer {
 		var informer cache.SharedIndexInformer
 		switch gr.Resource {
 		case "deployments":
@@ -319,42 +392,33 @@ func Run(ctx context.Context, o *Options) error {
 		workloads.Start(ctx.Done())
 		return informer
 	}
-	if o.HPAObjects {
-		inf.HPAs = kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
-	}
-	var tapes *mrecord.Recorder
-	if o.Record {
-		tapes = mrecord.New(o.RecordOptions)
-	}
-	ctrl, err := controller.New(controller.Config{
-		Settings: o.Settings(), Workers: o.Workers, HPASyncPeriod: o.HPASyncPeriod, HistorySyncInterval: o.HistorySync,
-		Recorder: tapes,
-	}, controller.Clients{Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, inf, recorder, clock.RealClock{})
-	if err != nil {
-		return err
-	}
-	// The change feed runs with the controller (the leader only): it queues
-	// the objects whose metrics changed.
-	run := ctrl.Run
-	if o.ChangeFeed.URL != "" {
-		handler, err := ctrl.ChangeFeed(o.ChangeFeed.MinInterval)
-		if err != nil {
-			return err
-		}
-		feed, err := o.ChangeFeed.client(cfg)
-		if err != nil {
-			return err
-		}
-		run = func(ctx context.Context) error {
-			go feed.Run(ctx, handler)
-			return ctrl.Run(ctx)
-		}
-	}
-	// Standbys keep warm caches, so that a failover starts at once.
-	go inf.MetricAutoscalers.RunWithContext(ctx)
-	kubeInformers.Start(ctx.Done())
+}
 
-	var ready atomic.Bool
+// withChangeFeed returns how the controller runs: with the change feed,
+// when --change-feed-url is set, queueing the objects whose metrics
+// changed. The feed runs with the controller (the leader only).
+func (o *Options) withChangeFeed(ctrl *controller.Controller, cfg *rest.Config) (func(context.Context) error, error) {
+	if o.ChangeFeed.URL == "" {
+		return ctrl.Run, nil
+	}
+	handler, err := ctrl.ChangeFeed(o.ChangeFeed.MinInterval)
+	if err != nil {
+		return nil, err
+	}
+	feed, err := o.ChangeFeed.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		go feed.Run(ctx, handler)
+		return ctrl.Run(ctx)
+	}, nil
+}
+
+// watchSynced returns what /readyz reads: true once the MetricAutoscalers'
+// cache (and the HPAs', if read) has synced.
+func watchSynced(ctx context.Context, inf controller.Informers) *atomic.Bool {
+	ready := new(atomic.Bool)
 	go func() {
 		synced := []func() bool{inf.MetricAutoscalers.HasSynced}
 		if inf.HPAs != nil {
@@ -367,31 +431,26 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		ready.Store(ctx.Err() == nil)
 	}()
-	le := o.LeaderElection
-	// Unhealthy when leading without renewing for this long past the lease.
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	srv, err := serve(ctx, o.BindAddress, handler(&ready, watchdog, o.Profiling))
-	if err != nil {
+	return ready
+}
+
+// serveRecordings serves the recorder's tapes on --secure-bind-address.
+func (o *Options) serveRecordings(ctx context.Context, tapes *mrecord.Recorder, lead *leadership) error {
+	rs := o.RecordServer
+	rs.Kubeconfig = o.Kubeconfig
+	h := &recordserver.Handler{Recorder: tapes, Leader: lead.get, Identity: o.Identity, Now: time.Now}
+	if err := rs.Serve(ctx, h); err != nil {
 		return err
 	}
-	defer srv.Close()
-	lead := &leadership{self: o.Identity}
-	if !le.LeaderElect {
-		lead.started()
-	}
-	if tapes != nil {
-		rs := o.RecordServer
-		rs.Kubeconfig = o.Kubeconfig
-		h := &recordserver.Handler{Recorder: tapes, Leader: lead.get, Identity: o.Identity, Now: time.Now}
-		if err := rs.Serve(ctx, h); err != nil {
-			return err
-		}
-		logger.Info("Recording reconciles", "maxSteps", o.RecordOptions.MaxSteps, "maxAge", o.RecordOptions.MaxAge, "secureBindAddress", rs.BindAddress)
-	}
+	klog.FromContext(ctx).Info("Recording reconciles", "maxSteps", o.RecordOptions.MaxSteps, "maxAge", o.RecordOptions.MaxAge, "secureBindAddress", rs.BindAddress)
+	return nil
+}
 
-	if !le.LeaderElect {
-		return run(ctx)
-	}
+// runElected runs the controller while this replica holds the leader
+// Lease, until ctx ends or leadership is lost.
+func (o *Options) runElected(ctx context.Context, kube kubernetes.Interface, recorder record.EventRecorder, watchdog *leaderelection.HealthzAdaptor, lead *leadership, run func(context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	le := o.LeaderElection
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
 		Client:     kube.CoordinationV1(),

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/autoscaler/feedclient"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // ChangeFeedOptions say how to reach the adapter's change feed.

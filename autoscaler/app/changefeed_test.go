@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/certs"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 func TestChangeFeedFlags(t *testing.T) {

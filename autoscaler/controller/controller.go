@@ -42,6 +42,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
+	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/history"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
@@ -285,7 +286,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	// Read only: the core copies what it changes, and the status is written
 	// from a new object.
 	ma := c.freshest(key, typed.(*v1alpha1.MetricAutoscaler))
-	period := 15 * time.Second
+	period := defaults.SyncPeriod
 	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
 		period = ma.Spec.SyncPeriod.Duration
 	}

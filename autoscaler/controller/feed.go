@@ -13,8 +13,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 var feedEnqueues = metrics.NewCounterVec(&metrics.CounterOpts{

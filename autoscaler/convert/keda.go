@@ -26,8 +26,8 @@ const (
 	kedaDefaultPollingInterval = 30
 	kedaDefaultCooldown        = 300
 	// hpaSyncPeriod is kube-controller-manager's default HPA sync period,
-	// at which KEDA's HPA scales between 1 and N replicas.
-	hpaSyncPeriod = 15 * time.Second
+	// at which KEDA's HPA scales between 1 and N replicas (ours is the same).
+	hpaSyncPeriod = defaults.SyncPeriod
 
 	annotationKEDAPaused         = "autoscaling.keda.sh/paused"
 	annotationKEDAPausedReplicas = "autoscaling.keda.sh/paused-replicas"

@@ -4,12 +4,23 @@
 package defaults
 
 import (
+	"time"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // DefaultCPUUtilization is the target of the metric an empty metrics list gets.
 const DefaultCPUUtilization int32 = 80
+
+// MinReplicas is spec.minReplicas' default, an HPA's and a
+// MetricAutoscaler's (the CRD's +kubebuilder:default).
+const MinReplicas int32 = 1
+
+// SyncPeriod is kube-controller-manager's HPA sync period: the default of a
+// MetricAutoscaler's spec.syncPeriod (the CRD's +kubebuilder:default) and
+// of the controller's --hpa-sync-period.
+const SyncPeriod = 15 * time.Second
 
 // ScaleUpRules returns the scale-up rules a behavior gets when it omits them.
 func ScaleUpRules() *autoscalingv2.HPAScalingRules {
@@ -41,7 +52,7 @@ func ScaleDownRules() *autoscalingv2.HPAScalingRules {
 // is empty, and a present behavior completed rule by rule.
 func Spec(spec *autoscalingv2.HorizontalPodAutoscalerSpec) {
 	if spec.MinReplicas == nil {
-		one := int32(1)
+		one := MinReplicas
 		spec.MinReplicas = &one
 	}
 	if len(spec.Metrics) == 0 {

@@ -28,7 +28,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // Handler receives the feed's events. Its methods must not block for long:

@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/metricscale/metricscale/adapter/changefeed"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // recorder is a Handler that logs what it is told, in order.

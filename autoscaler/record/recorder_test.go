@@ -45,7 +45,7 @@ func (w *world) ResourceMetric(_ context.Context, res corev1.ResourceName, _ str
 		}
 		items = append(items, item)
 	}
-	return metricsource.FromPodMetrics(items, res, container)
+	return metricsource.FromPodMetrics(items, res, container, false)
 }
 func (w *world) PodsMetric(context.Context, string, string, labels.Selector, labels.Selector) (metricsource.PodMetricsInfo, time.Time, error) {
 	return nil, time.Time{}, errors.New("none")
@@ -358,7 +358,7 @@ func TestPodMetricsRebuilt(t *testing.T) {
 			t.Fatalf("step %d: %d resource queries recorded, want 3", i, len(st.answers.resource))
 		}
 		for _, q := range st.answers.resource {
-			got, _, _ := metricsource.FromPodMetrics(items, q.resource, q.container)
+			got, _, _ := metricsource.FromPodMetrics(items, q.resource, q.container, false)
 			if len(got) != len(q.info) {
 				t.Errorf("step %d %s/%q: %d pods answered, recorded %d", i, q.resource, q.container, len(got), len(q.info))
 			}

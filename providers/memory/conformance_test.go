@@ -20,7 +20,9 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := Factory{}.New("mem", opts, deps)
+			// A TTL well past maxAge: the suite's stale series must be
+			// kept (and answered as stale), not deleted.
+			p, err := Factory{SeriesTTL: 10 * maxAge}.New("mem", opts, deps)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,8 +87,13 @@ type Options struct {
 	MaxExternalItems int `json:"maxExternalItems,omitempty"`
 }
 
-// Factory builds memory providers.
-type Factory struct{}
+// Factory builds memory providers. SeriesTTL and MaxAge are the defaults of
+// options.seriesTTL and options.maxAge (the adapter's --series-ttl and
+// --max-age); zero: DefaultSeriesTTL and DefaultMaxAge.
+type Factory struct {
+	SeriesTTL time.Duration
+	MaxAge    time.Duration
+}
 
 var _ providers.Factory = Factory{}
 
@@ -136,12 +141,12 @@ func (Factory) Validate(field string, raw json.RawMessage) error {
 }
 
 // New implements providers.Factory.
-func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
+func (f Factory) New(name string, raw json.RawMessage, deps providers.Deps) (providers.Provider, error) {
 	o, err := decodeOptions("options", raw)
 	if err != nil {
 		return nil, fmt.Errorf("memory provider %q: %w", name, err)
 	}
-	ttl, maxAge := deps.SeriesTTL, deps.MaxAge
+	ttl, maxAge := f.SeriesTTL, f.MaxAge
 	if o.SeriesTTL != nil {
 		ttl = o.SeriesTTL.Duration
 	}

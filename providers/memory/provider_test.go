@@ -465,7 +465,7 @@ func TestFactoryOptions(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.raw, err, tc.wantErr)
 		}
 	}
-	prov, err := Factory{}.New("m", []byte(`{"maxAge":"30s"}`), providers.Deps{Mapper: testMapper(), SeriesTTL: time.Hour, MaxAge: time.Hour})
+	prov, err := Factory{SeriesTTL: time.Hour, MaxAge: time.Hour}.New("m", []byte(`{"maxAge":"30s"}`), providers.Deps{Mapper: testMapper()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,7 @@ func (h *Harness) build(t *testing.T, empty bool) *env {
 	clk := clocktesting.NewFakePassiveClock(d.Now)
 	deps := providers.Deps{
 		Mapper: mapper, Resources: naming.NewResolver(mapper, clk), Objects: objectLister{},
-		Clock: clk, MaxAge: h.MaxAge, SeriesTTL: 10 * h.MaxAge,
+		Clock: clk,
 	}
 	e := &env{h: h, data: d, deps: deps}
 	e.b = h.New(t, deps, d)

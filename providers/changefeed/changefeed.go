@@ -3,7 +3,9 @@
 // metrics changed, so that an autoscaler reading one is reconciled at once
 // instead of at its next sync period. It is the protocol only, with no
 // dependency, shared by the adapter (adapter/changehub, which serves it) and
-// the autoscaler (autoscaler/feedclient, which reads it).
+// the autoscaler (autoscaler/feedclient, which reads it). It sits under
+// providers, beside the providers.Change it carries, so that neither program
+// imports the other.
 //
 //	GET /changes                       on the adapter's secure port
 //	Authorization: Bearer <token>      authorized as the non-resource URL /changes, verb get
