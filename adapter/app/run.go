@@ -24,6 +24,7 @@ import (
 	"github.com/metricscale/metricscale/adapter/objects"
 	"github.com/metricscale/metricscale/adapter/resourcemetrics"
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/push"
 	"github.com/metricscale/metricscale/providers/registry"
@@ -157,6 +158,14 @@ func (o *Options) Run(ctx context.Context) error {
 		}))
 		klog.InfoS("Serving metrics.k8s.io", "provider", resourceMetrics.Name())
 	}
+	repl, err := o.newReplicator(reg, token)
+	if err != nil {
+		return err
+	}
+	if repl != nil {
+		// not ready before the pushed series are copied from a peer
+		checks = append(checks, healthz.NamedCheck("push-replicas", func(*http.Request) error { return repl.Ready() }))
+	}
 	if err := server.GenericAPIServer.AddReadyzChecks(checks...); err != nil {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
@@ -209,7 +218,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	pushErr := make(chan error, 1)
 	if o.pushEnabled() {
-		if err := o.startPush(ctx, reg, hub, token, pushErr); err != nil {
+		if err := o.startPush(ctx, reg, hub, token, repl, pushErr); err != nil {
 			return err
 		}
 	}
@@ -246,21 +255,16 @@ func providersReady(ctx context.Context, reg *registry.Registry) error {
 
 // startPush listens on the push address and serves until ctx is done;
 // serving errors go to errc.
-func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, errc chan<- error) error {
+func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator, errc chan<- error) error {
 	h, err := push.NewHandler(reg, token, o.PushMaxBodyBytes)
 	if err != nil {
 		return err
 	}
 	h.OnAppend = reg.UpdateSeriesGauge
 	h.MaxInflight = o.PushMaxInflight
-	if o.PushPeersDNS != "" {
-		port := o.PushPort
-		if port == 0 && o.pushListener != nil {
-			port = o.pushListener.Addr().(*net.TCPAddr).Port
-		}
-		h.Forwarder = push.NewForwarder(&push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}, token, "http",
-			&http.Client{Timeout: 5 * time.Second})
-		klog.InfoS("Forwarding pushes to the other replicas", "peers", o.PushPeersDNS, "self", o.PushSelfIP)
+	if repl != nil {
+		h.Replicator = repl
+		klog.InfoS("Replicating pushes to the other replicas", "peersDNS", o.PushPeersDNS, "peers", o.PushPeers, "self", o.PushSelfIP, "replica", repl.ID())
 		if hub != nil {
 			// A push's changes reach the feed once the other replicas
 			// store it too: a subscriber reacting to a change may read the
@@ -310,7 +314,44 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *ch
 		_ = srv.Shutdown(sctx)
 	}()
 	klog.InfoS("Push endpoint listening", "address", ln.Addr().String(), "tls", tlsOn)
+	if repl != nil {
+		repl.Start(ctx) // once listening: it recognises itself in the peer list
+	}
 	return nil
+}
+
+// newReplicator returns the push replication of --push-peers or
+// --push-peers-dns, or nil without either.
+func (o *Options) newReplicator(reg *registry.Registry, token string) (*push.Replicator, error) {
+	var peers push.Peers
+	switch {
+	case !o.pushEnabled():
+		return nil, nil
+	case o.PushPeers != "":
+		static, err := push.ParseStaticPeers(o.PushPeers)
+		if err != nil {
+			return nil, err
+		}
+		peers = static
+	case o.PushPeersDNS != "":
+		port := o.PushPort
+		if port == 0 && o.pushListener != nil {
+			port = o.pushListener.Addr().(*net.TCPAddr).Port
+		}
+		peers = &push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}
+	default:
+		return nil, nil
+	}
+	stores := func() []*memory.Store {
+		var out []*memory.Store
+		for _, in := range reg.Instances() {
+			if p, ok := in.Provider.(interface{ Store() *memory.Store }); ok {
+				out = append(out, p.Store())
+			}
+		}
+		return out
+	}
+	return push.NewReplicator(peers, token, reg, push.StoreSource(stores)), nil
 }
 
 // withChangeFeedLongRunning makes the change feed a long-running request, as

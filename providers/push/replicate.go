@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/memory"
 	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
@@ -985,5 +986,18 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		h.fail(w, req, http.StatusMethodNotAllowed, "method %s not allowed", req.Method)
+	}
+}
+
+// StoreSource reads, for full copies, the stores that stores returns (the
+// memory providers of the current config).
+func StoreSource(stores func() []*memory.Store) Source {
+	return func(n int, fn func([]providers.Sample) error) error {
+		for _, s := range stores() {
+			if err := s.Snapshot(n, fn); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
