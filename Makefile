@@ -5,7 +5,7 @@ PKGS := ./...
 # --version; manifests/ must name the same (cmd/internal/version's test).
 VERSION ?= v0.1.0
 
-.PHONY: all build test unit e2e race vet fmt-check bench fuzz demo generate chart images
+.PHONY: all build test unit e2e race vet fmt-check bench fuzz demo generate chart images soak
 # Nested modules with their own go.mod (kept out of the main one): the chart's
 # tools and tests, and the image builder.
 NESTED := hack/helm hack/images
@@ -44,6 +44,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
 	$(GO) test -run '^$$' -bench 'ExternalQuery|BytesPerSeries' -benchtime 20000x ./adapter/bench/
 	$(GO) test -run '^$$' -bench Prometheus -benchtime 2000x ./adapter/bench/
+
+# The push replication's fault-injection harness, as a soak of SOAK: three
+# adapter processes behind fault-injecting proxies (adapter/internal/soak);
+# it prints pushes acknowledged, values lost, backwards reads, convergence
+# and peak connections and heap per replica. `make unit` runs its short profile.
+SOAK ?= 5m
+soak:
+	$(GO) test -count=1 -run '^TestReplicationUnderFaults$$' -timeout 60m -v ./adapter/internal/soak/ -args -soak=$(SOAK)
 
 # Every fuzz target of the module, found in its packages' tests, each for
 # FUZZTIME. Minimizing a new input takes up to 60s by default, which left a

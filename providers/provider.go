@@ -123,6 +123,15 @@ type Sample struct {
 	Value float64
 	// Timestamp is when the value was observed; zero means "when received".
 	Timestamp time.Time
+	// Accepted and Origin order the values of one series between the
+	// adapter's replicas (package push's replication): Accepted is when the
+	// first replica accepted the value (Unix nanoseconds) and Origin that
+	// replica's id. Zero: the store stamps the sample as it stores it.
+	Accepted int64
+	Origin   uint64
+	// Seen, for a series copied from another replica, is when that replica
+	// last received it (the series TTL counts from it); zero: now.
+	Seen time.Time
 }
 
 // ErrStoreFull is returned (wrapped) by an Appender whose series limit a

@@ -97,6 +97,9 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--push-token-file=/x", "--push-bind-address=localhost"}, "--push-bind-address"},
 		{[]string{"--push-token-file=/x", "--push-tls-cert-file=/c"}, "go together"},
 		{[]string{"--push-token-file=/x", "--discovery-interval=0s"}, "--discovery-interval"},
+		{[]string{"--push-token-file=/x", "--push-peers=http://127.0.0.1:6445,127.0.0.1:6446"}, ""},
+		{[]string{"--push-token-file=/x", "--push-peers=https://a:1"}, "plain http"},
+		{[]string{"--push-token-file=/x", "--push-peers=a:1", "--push-peers-dns=x", "--push-self-ip=10.0.0.1"}, "give one"},
 	}
 	for _, tc := range tests {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)

@@ -51,6 +51,7 @@ type Options struct {
 	PushTLSKeyFile   string
 	PushMaxBodyBytes int64
 	PushPeersDNS     string
+	PushPeers        string
 	PushSelfIP       string
 	PushMaxInflight  int
 
@@ -124,6 +125,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.StringVar(&o.PushTLSKeyFile, "push-tls-key-file", o.PushTLSKeyFile, "private key for --push-tls-cert-file")
 	fs.StringVar(&o.PushPeersDNS, "push-peers-dns", o.PushPeersDNS, "DNS name of a headless Service listing every replica; each accepted push is forwarded to the others so all replicas hold every series")
 	fs.StringVar(&o.PushSelfIP, "push-self-ip", o.PushSelfIP, "this replica's IP, left out of --push-peers-dns (the pod IP)")
+	fs.StringVar(&o.PushPeers, "push-peers", o.PushPeers, "instead of --push-peers-dns, a fixed list of every replica's push endpoint, http://host:port,... (may name this replica, which is recognised and skipped)")
 	fs.Int64Var(&o.PushMaxBodyBytes, "push-max-body-bytes", o.PushMaxBodyBytes, "largest push body accepted")
 	fs.IntVar(&o.PushMaxInflight, "push-max-inflight", o.PushMaxInflight, "pushes handled at once; more get 429 with Retry-After")
 	fs.BoolVar(&o.ChangeFeed, "change-feed", o.ChangeFeed, "serve the change feed on the secure port (GET /changes: which pushed series changed, for the autoscaler's --change-feed-url), to clients authorized for the non-resource URL /changes")
@@ -167,6 +169,17 @@ func (o *Options) Validate() error {
 		}
 		if o.PushPeersDNS != "" && o.PushTLSCertFile != "" {
 			errs = append(errs, errors.New("--push-peers-dns: forwarding to peers over TLS is not supported"))
+		}
+		if o.PushPeers != "" {
+			if _, err := push.ParseStaticPeers(o.PushPeers); err != nil {
+				errs = append(errs, err)
+			}
+			if o.PushPeersDNS != "" {
+				errs = append(errs, errors.New("--push-peers and --push-peers-dns: give one"))
+			}
+			if o.PushTLSCertFile != "" {
+				errs = append(errs, errors.New("--push-peers: forwarding to peers over TLS is not supported"))
+			}
 		}
 		if (o.PushTLSCertFile == "") != (o.PushTLSKeyFile == "") {
 			errs = append(errs, errors.New("--push-tls-cert-file and --push-tls-key-file go together"))

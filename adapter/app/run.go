@@ -78,7 +78,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := gs.AddReadyzChecks(readyzChecks(reg, cl.lister, resourceMetrics != nil)...); err != nil {
+	repl, err := o.newReplicator(reg, token)
+	if err != nil {
+		return err
+	}
+	if err := gs.AddReadyzChecks(append(readyzChecks(reg, cl.lister, resourceMetrics != nil), replicaChecks(repl)...)...); err != nil {
 		return fmt.Errorf("adding readiness checks: %w", err)
 	}
 	installProviderz(gs.Handler.NonGoRestfulMux, reg)
@@ -100,7 +104,7 @@ func (o *Options) Run(ctx context.Context) error {
 	stopReloads := o.startReloads(ctx, cancel, rl, cl, resourceMetrics != nil)
 	defer stopReloads()
 	go refreshGauges(ctx, reg)
-	return o.serve(ctx, cancel, reg, hub, token)
+	return o.serve(ctx, cancel, reg, hub, token, repl)
 }
 
 // pushToken reads --push-token-file when the push endpoint is on.
@@ -274,6 +278,15 @@ func readyzChecks(reg *registry.Registry, lister *objects.Lister, resourceMetric
 	return checks
 }
 
+// replicaChecks keeps a replica unready until it has copied the pushed
+// series from a peer (bounded: Ready gives up waiting and says so).
+func replicaChecks(repl *push.Replicator) []healthz.HealthChecker {
+	if repl == nil {
+		return nil
+	}
+	return []healthz.HealthChecker{healthz.NamedCheck("push-replicas", func(*http.Request) error { return repl.Ready() })}
+}
+
 // addChangeFeed serves the change feed behind the server's authentication
 // and authorization: the non-resource URL /changes, verb get.
 func addChangeFeed(gs *genericapiserver.GenericAPIServer, hub *changehub.Hub, heartbeat time.Duration) {
@@ -324,10 +337,10 @@ func refreshGauges(ctx context.Context, reg *registry.Registry) {
 
 // serve starts the push endpoint, if on, and the API server, and returns
 // when either stops (cancelling the other).
-func (o *Options) serve(ctx context.Context, cancel context.CancelFunc, reg *registry.Registry, hub *changehub.Hub, token string) error {
+func (o *Options) serve(ctx context.Context, cancel context.CancelFunc, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator) error {
 	pushErr := make(chan error, 1)
 	if o.pushEnabled() {
-		if err := o.startPush(ctx, reg, hub, token, pushErr); err != nil {
+		if err := o.startPush(ctx, reg, hub, token, repl, pushErr); err != nil {
 			return err
 		}
 	}
@@ -363,21 +376,16 @@ func providersReady(ctx context.Context, reg *registry.Registry) error {
 
 // startPush listens on the push address and serves until ctx is done;
 // serving errors go to errc.
-func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, errc chan<- error) error {
+func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator, errc chan<- error) error {
 	h, err := push.NewHandler(reg, token, o.PushMaxBodyBytes)
 	if err != nil {
 		return err
 	}
 	h.OnAppend = reg.UpdateSeriesGauge
 	h.MaxInflight = o.PushMaxInflight
-	if o.PushPeersDNS != "" {
-		port := o.PushPort
-		if port == 0 && o.pushListener != nil {
-			port = o.pushListener.Addr().(*net.TCPAddr).Port
-		}
-		h.Forwarder = push.NewForwarder(&push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}, token, "http",
-			&http.Client{Timeout: 5 * time.Second})
-		klog.InfoS("Forwarding pushes to the other replicas", "peers", o.PushPeersDNS, "self", o.PushSelfIP)
+	if repl != nil {
+		h.Replicator = repl
+		klog.InfoS("Replicating pushes to the other replicas", "peersDNS", o.PushPeersDNS, "peers", o.PushPeers, "self", o.PushSelfIP, "replica", repl.ID())
 		if hub != nil {
 			// A push's changes reach the feed once the other replicas
 			// store it too: a subscriber reacting to a change may read the
@@ -427,7 +435,44 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *ch
 		_ = srv.Shutdown(sctx)
 	}()
 	klog.InfoS("Push endpoint listening", "address", ln.Addr().String(), "tls", tlsOn)
+	if repl != nil {
+		repl.Start(ctx) // once listening: it recognises itself in the peer list
+	}
 	return nil
+}
+
+// newReplicator returns the push replication of --push-peers or
+// --push-peers-dns, or nil without either.
+func (o *Options) newReplicator(reg *registry.Registry, token string) (*push.Replicator, error) {
+	var peers push.Peers
+	switch {
+	case !o.pushEnabled():
+		return nil, nil
+	case o.PushPeers != "":
+		static, err := push.ParseStaticPeers(o.PushPeers)
+		if err != nil {
+			return nil, err
+		}
+		peers = static
+	case o.PushPeersDNS != "":
+		port := o.PushPort
+		if port == 0 && o.pushListener != nil {
+			port = o.pushListener.Addr().(*net.TCPAddr).Port
+		}
+		peers = &push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}
+	default:
+		return nil, nil
+	}
+	stores := func() []*memory.Store {
+		var out []*memory.Store
+		for _, in := range reg.Instances() {
+			if p, ok := in.Provider.(interface{ Store() *memory.Store }); ok {
+				out = append(out, p.Store())
+			}
+		}
+		return out
+	}
+	return push.NewReplicator(peers, token, reg, push.StoreSource(stores)), nil
 }
 
 // withChangeFeedLongRunning makes the change feed a long-running request, as

@@ -56,13 +56,20 @@ type label struct {
 }
 
 // series is one stored time series: its labels (sorted by name, not
-// including the metric name) and its latest sample. 64 bytes plus 16 per
+// including the metric name) and its latest sample. 80 bytes plus 16 per
 // label.
+//
+// The value is a last-writer-wins register: a sample replaces it only if
+// its version (ts, acc, origin), compared in that order, is greater, so
+// replicas that receive the same samples in any order end with the same
+// value (package push replicates them).
 type series struct {
 	labels []label
 	value  float64
-	ts     int64 // sample time, Unix nanoseconds
-	seen   int64 // last push, Unix nanoseconds (for the TTL)
+	ts     int64  // sample time, Unix nanoseconds
+	acc    int64  // when the first replica accepted the sample, Unix nanoseconds
+	origin uint64 // the replica that accepted it first
+	seen   int64  // last push, Unix nanoseconds (for the TTL)
 	hash   uint64
 	next   *series // hash-collision chain
 	idx    int32   // position in family.list
@@ -161,7 +168,10 @@ type Store struct {
 	mu       sync.RWMutex
 	families map[string]*family
 	count    int
-	bytes    int64 // the estimate of all series
+	// lastAcc is the last acceptance stamp given to an unstamped sample,
+	// kept strictly increasing so two such samples never tie.
+	lastAcc int64
+	bytes   int64 // the estimate of all series
 	// gen changes whenever the set of metric names or of label names per
 	// metric changes (not on value updates); discovery caches on it.
 	gen uint64
@@ -217,6 +227,20 @@ type point struct {
 	hash   uint64
 	value  float64
 	ts     int64
+	acc    int64  // 0: stamped when stored
+	origin uint64 // with acc
+	seen   int64  // 0: when stored
+}
+
+// newer reports whether p's version is greater than sr's.
+func (p *point) newer(sr *series) bool {
+	if p.ts != sr.ts {
+		return p.ts > sr.ts
+	}
+	if p.acc != sr.acc {
+		return p.acc > sr.acc
+	}
+	return p.origin > sr.origin
 }
 
 // prepare interns and sorts a sample's labels and hashes them.
@@ -305,6 +329,10 @@ func (s *Store) append(samples []providers.Sample, stored func(p *point, isNew b
 	}
 	nowNano := now.UnixNano()
 	for i := range pts {
+		if pts[i].acc == 0 {
+			s.lastAcc = max(nowNano, s.lastAcc+1)
+			pts[i].acc = s.lastAcc
+		}
 		s.put(&pts[i], nowNano, stored)
 	}
 	return len(pts), nil
@@ -344,6 +372,12 @@ func (s *Store) points(samples []providers.Sample, now time.Time) ([]point, erro
 			return nil, fmt.Errorf("sample %d (%s): timestamp %s is more than %s in the future", i, smp.Name, ts.UTC().Format(time.RFC3339), maxFutureSkew)
 		}
 		pts[i] = s.prepare(smp.Name, smp.Labels, smp.Value, ts)
+		if smp.Accepted > 0 {
+			pts[i].acc, pts[i].origin = smp.Accepted, smp.Origin
+		}
+		if !smp.Seen.IsZero() {
+			pts[i].seen = min(smp.Seen.UnixNano(), now.UnixNano())
+		}
 	}
 	return pts, nil
 }
@@ -387,20 +421,24 @@ func (s *Store) put(p *point, now int64, stored func(p *point, isNew bool, old f
 		s.families[p.name] = f
 		s.gen++
 	}
+	seen := now
+	if p.seen != 0 {
+		seen = p.seen
+	}
 	if sr := f.find(p); sr != nil {
-		if p.ts >= sr.ts {
+		if p.newer(sr) {
 			if stored != nil {
 				stored(p, false, sr.value, sr.ts)
 			}
-			sr.value, sr.ts = p.value, p.ts
+			sr.value, sr.ts, sr.acc, sr.origin = p.value, p.ts, p.acc, p.origin
 		}
-		sr.seen = now
+		sr.seen = max(sr.seen, seen)
 		return
 	}
 	if stored != nil {
 		stored(p, true, 0, 0)
 	}
-	sr := &series{labels: p.labels, value: p.value, ts: p.ts, seen: now, hash: p.hash, next: f.byHash[p.hash], idx: int32(len(f.list))}
+	sr := &series{labels: p.labels, value: p.value, ts: p.ts, acc: p.acc, origin: p.origin, seen: seen, hash: p.hash, next: f.byHash[p.hash], idx: int32(len(f.list))}
 	f.byHash[p.hash] = sr
 	f.list = append(f.list, sr)
 	for _, l := range sr.labels {
@@ -527,4 +565,62 @@ func (s *Store) generation() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.gen
+}
+
+// Snapshot calls fn with copies of the live series (within the TTL), at
+// most n at a time, with their versions and the time each was last
+// received, for a replica that copies this one's state. The store is read
+// one metric at a time, so writers wait for one family's copy at most and
+// the copy in memory is one family's pointers and one batch of samples.
+// fn's error ends the walk and is returned.
+func (s *Store) Snapshot(n int, fn func([]providers.Sample) error) error {
+	if n <= 0 {
+		n = 1000
+	}
+	s.mu.RLock()
+	names := make([]string, 0, len(s.families))
+	for name := range s.families {
+		names = append(names, name)
+	}
+	s.mu.RUnlock()
+	sort.Strings(names)
+	type copied struct {
+		labels        []label
+		value         float64
+		ts, acc, seen int64
+		origin        uint64
+	}
+	batch := make([]providers.Sample, 0, n)
+	for _, name := range names {
+		now := s.clock.Now().UnixNano()
+		var list []copied
+		s.mu.RLock()
+		if f := s.families[name]; f != nil {
+			list = make([]copied, 0, len(f.list))
+			for _, sr := range f.list {
+				if s.live(sr, now) {
+					list = append(list, copied{labels: sr.labels, value: sr.value, ts: sr.ts, acc: sr.acc, seen: sr.seen, origin: sr.origin})
+				}
+			}
+		}
+		s.mu.RUnlock()
+		for _, c := range list {
+			lbls := make(map[string]string, len(c.labels))
+			for _, l := range c.labels {
+				lbls[l.name.Value()] = l.value.Value()
+			}
+			batch = append(batch, providers.Sample{Name: name, Labels: lbls, Value: c.value, Timestamp: time.Unix(0, c.ts),
+				Accepted: c.acc, Origin: c.origin, Seen: time.Unix(0, c.seen)})
+			if len(batch) == n {
+				if err := fn(batch); err != nil {
+					return err
+				}
+				batch = make([]providers.Sample, 0, n)
+			}
+		}
+	}
+	if len(batch) > 0 {
+		return fn(batch)
+	}
+	return nil
 }

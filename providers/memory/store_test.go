@@ -247,3 +247,55 @@ func BenchmarkBytesPerSeriesAtCaps(b *testing.B) {
 	b.ReportMetric(float64(estimateBytes(samples[0].Name, samples[0].Labels)), "estimated-bytes/series")
 	b.ReportMetric(float64(DefaultMaxBytes)/float64(estimateBytes(samples[0].Name, samples[0].Labels)), "series-at-default-budget")
 }
+
+// TestVersionsConvergeInAnyOrder: the value is a last-writer-wins register
+// on (sample time, acceptance time, origin), so replicas receiving the same
+// samples in different orders store the same value.
+func TestVersionsConvergeInAnyOrder(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	at := func(v float64, ts, acc int64, origin uint64) providers.Sample {
+		return providers.Sample{Name: "q", Value: v, Timestamp: now.Add(time.Duration(ts)), Accepted: now.Add(time.Duration(acc)).UnixNano(), Origin: origin}
+	}
+	samples := []providers.Sample{
+		at(1, 0, 0, 7),
+		at(2, 0, 5, 3),   // same sample time, accepted later: wins over 1
+		at(3, 0, 5, 9),   // same times, greater origin: wins over 2
+		at(4, -1, 50, 9), // older sample time: loses whatever its acceptance
+	}
+	orders := [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {2, 0, 3, 1}, {1, 3, 0, 2}}
+	for _, order := range orders {
+		s := NewStore(clocktesting.NewFakePassiveClock(now), time.Hour, 0)
+		for _, i := range order {
+			if err := s.Append([]providers.Sample{samples[i]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []providers.Sample
+		_ = s.Snapshot(10, func(b []providers.Sample) error { got = append(got, b...); return nil })
+		if len(got) != 1 || got[0].Value != 3 || got[0].Origin != 9 {
+			t.Errorf("order %v: stored %+v, want value 3 from origin 9", order, got)
+		}
+	}
+}
+
+// TestSnapshotCarriesVersionsAndSeen: a copy keeps each series' version and
+// when it was last received, and skips series past the TTL.
+func TestSnapshotCarriesVersionsAndSeen(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(now)
+	s := NewStore(clk, time.Minute, 0)
+	old := providers.Sample{Name: "a", Labels: map[string]string{"x": "1"}, Value: 1, Timestamp: now, Accepted: now.UnixNano(), Origin: 5, Seen: now.Add(-2 * time.Minute)}
+	fresh := providers.Sample{Name: "b", Value: 2}
+	if err := s.Append([]providers.Sample{old, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	var got []providers.Sample
+	if err := s.Snapshot(1, func(b []providers.Sample) error { got = append(got, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != "b" || got[0].Accepted != now.UnixNano() || !got[0].Seen.Equal(now) || !got[0].Timestamp.Equal(now) {
+		t.Errorf("snapshot = %+v, want only b, stamped and seen now (a was last received past the TTL)", got)
+	}
+}

@@ -7,8 +7,11 @@
 //	Content-Type: text/plain (Prometheus text format) | application/json |
 //	              application/openmetrics-text (timestamps in seconds, # EOF)
 //
-// With a Forwarder, an accepted push is also sent to the other replicas
-// (marked with ForwardedHeader, so it is not forwarded again).
+// With a Replicator, an accepted push is stamped with its version and sent
+// to the other replicas (replicate.go); they exchange versioned samples on
+// ReplicatePath, behind the same token. A push marked with ForwardedHeader
+// (forwarded by a replica of an earlier version, during an upgrade) is
+// stored and not sent on.
 //
 // Answers: 204 stored; 400 the body is invalid (the message names the line
 // or series); 401 missing or wrong token; 405 not POST; 413 body over the
@@ -57,22 +60,28 @@ type Handler struct {
 	maxBodyBytes int64
 	// OnAppend, if set, runs after each successful push (for gauges).
 	OnAppend func()
-	// Forwarder, if set, sends each push that did not come from a peer to
-	// the other replicas.
-	Forwarder *Forwarder
+	// Replicator, if set, stamps each push and sends it to the other
+	// replicas, and serves ReplicatePath.
+	Replicator *Replicator
 	// MaxInflight bounds the pushes handled at once (0:
 	// DefaultMaxInflight); more get 429 with Retry-After. Set it before
 	// serving.
 	MaxInflight int
-	// Hold, if set, is called before a push that will be forwarded is
-	// stored; the release it returns is called once the forwarding ended
-	// (or the push was refused). The adapter holds the push's change-feed
-	// events meanwhile, so that no reader hears of a value before every
-	// replica stores it.
+	// Hold, if set, is called before a push that will be replicated is
+	// stored; the release it returns is called once every peer stored it,
+	// was found down, or Replicator.HoldMax passed (or at once if the push
+	// was refused). The adapter holds the push's change-feed events
+	// meanwhile, so that no reader hears of a value before the other
+	// replicas store it.
 	Hold func() (release func())
 
-	inflight atomic.Int64
+	inflight     atomic.Int64
+	replInflight atomic.Int64
 }
+
+// ForwardedHeader marks a push an earlier version of the adapter forwarded
+// to its peers; such a push is stored, never sent on.
+const ForwardedHeader = "X-Metricscale-Forwarded"
 
 // NewHandler returns the push handler. token must not be empty: the endpoint
 // never accepts anonymous writes.
@@ -91,6 +100,9 @@ func NewHandler(sink Sink, token string, maxBodyBytes int64) (*Handler, error) {
 func (h *Handler) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/push", h)
+	if h.Replicator != nil {
+		mux.HandleFunc(ReplicatePath, h.serveReplicate)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok")
@@ -159,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", mediaType)
 		return
 	}
-	forward := h.Forwarder != nil && r.Header.Get(ForwardedHeader) == ""
+	forward := h.Replicator != nil && r.Header.Get(ForwardedHeader) == ""
 	var release func()
 	if forward && h.Hold != nil {
 		release = h.Hold()
@@ -188,6 +200,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "invalid push: no series")
 		return
 	}
+	if forward {
+		h.Replicator.Stamp(samples)
+	}
 	if err := h.sink.Append(samples); err != nil {
 		if errors.Is(err, providers.ErrStoreFull) {
 			h.fail(w, r, http.StatusInsufficientStorage, "not stored: %v", err)
@@ -202,7 +217,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.OnAppend()
 	}
 	if forward {
-		h.Forwarder.Forward(ct, body, release)
+		h.Replicator.Enqueue(samples, release)
 		release = nil
 	}
 	klog.V(5).InfoS("Push stored", "samples", len(samples), "remote", r.RemoteAddr)
