@@ -424,13 +424,28 @@ func (r *reloader) apply(data []byte, trigger string) reloadOutcome {
 		r.lister.SetAllowed(cfg.SelectorGroupResources()...)
 	}
 
-	// Retired providers are closed once their in-flight calls returned.
+	kept, added, removed := r.retire(cfg, next, retired)
+	r.cfg, r.running, r.hash = cfg, next, hash
+	now := r.clock.Now()
+	setConfigInfo(hash, now)
+	reloadsTotal.WithLabelValues(reloadSuccess).Inc()
+	lastReloadSuccessful.Set(1)
+	klog.InfoS("Config reloaded", "config", r.file, "hash", hash, "generation", r.reg.Generation(),
+		"kept", kept, "new", added, "retired", removed, "routes", len(cfg.Routes))
+	r.event(corev1.EventTypeNormal, "ConfigReloaded", fmt.Sprintf("config %s reloaded (%s): providers kept %v, new %v, retired %v; %d routes",
+		r.file, shortHash(hash), kept, added, removed, len(cfg.Routes)))
+	return reloadApplied
+}
+
+// retire drains the providers the swap retired (closed once their in-flight
+// calls returned) and names the providers kept, added and removed. Called
+// with r.mu held, before r.running becomes next.
+func (r *reloader) retire(cfg *config.Config, next map[string]*running, retired []*registry.Instance) (kept, added, removed []string) {
 	prev := r.running
 	byInst := map[*registry.Instance]*running{}
 	for _, rp := range prev {
 		byInst[rp.inst] = rp
 	}
-	var kept, added, removed []string
 	for _, pc := range cfg.Providers {
 		if old := prev[pc.Name]; old != nil && next[pc.Name].done == old.done {
 			kept = append(kept, pc.Name)
@@ -446,16 +461,7 @@ func (r *reloader) apply(data []byte, trigger string) reloadOutcome {
 		removed = append(removed, rp.cfg.Name)
 		r.drain(rp, next[rp.cfg.Name] == nil)
 	}
-	r.cfg, r.running, r.hash = cfg, next, hash
-	now := r.clock.Now()
-	setConfigInfo(hash, now)
-	reloadsTotal.WithLabelValues(reloadSuccess).Inc()
-	lastReloadSuccessful.Set(1)
-	klog.InfoS("Config reloaded", "config", r.file, "hash", hash, "generation", r.reg.Generation(),
-		"kept", kept, "new", added, "retired", removed, "routes", len(cfg.Routes))
-	r.event(corev1.EventTypeNormal, "ConfigReloaded", fmt.Sprintf("config %s reloaded (%s): providers kept %v, new %v, retired %v; %d routes",
-		r.file, shortHash(hash), kept, added, removed, len(cfg.Routes)))
-	return reloadApplied
+	return kept, added, removed
 }
 
 // startAll starts the Runners of fresh providers, unless the reloader
