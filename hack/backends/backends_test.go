@@ -156,3 +156,23 @@ func TestDaemon(t *testing.T) {
 		t.Errorf("waitStarted = %v, want errExited", err)
 	}
 }
+
+// TestFragmentFiles: hack/cluster.sh lists the backends as the NAME.yaml next to a NAME.go;
+// they must be the registered ones.
+func TestFragmentFiles(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		name := strings.TrimSuffix(f, ".yaml")
+		if _, err := os.Stat(name + ".go"); err == nil {
+			names = append(names, name)
+		}
+	}
+	if !slices.Equal(names, Names()) {
+		t.Errorf("NAME.yaml with a NAME.go: %v; registered: %v", names, Names())
+	}
+}
