@@ -38,8 +38,8 @@
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
 # (its memory provider for pushes, a prometheus provider for the prom_* metrics).
 # Unless --no-backends, it also runs the queue backends of hack/backends (one NAME.go per
-# server: redis, rabbitmq, postgresql, nats, kafka via kfake), each on its fixed 127.0.0.1
-# port, and adds each one's provider (hack/backends/NAME.yaml) to the adapter's config.
+# server), each on its fixed 127.0.0.1 port, and adds each one's provider
+# (hack/backends/NAME.yaml) to the adapter's config.
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
