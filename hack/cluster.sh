@@ -37,9 +37,9 @@
 # when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 # series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
 # (its memory provider for pushes, a prometheus provider for the prom_* metrics).
-# Unless --no-backends, it also runs the queue backends of hack/backends (one NAME.sh per
-# server: redis, rabbitmq, postgresql, nats, kafka via kfake), each on its fixed 127.0.0.1
-# port, and adds each one's provider (hack/backends/NAME.yaml) to the adapter's config.
+# Unless --no-backends, it also runs the queue backends of hack/backends (one NAME.go per
+# server), each on its fixed 127.0.0.1 port, and adds each one's provider
+# (hack/backends/NAME.yaml) to the adapter's config.
 # Everything lives in the state folder (--dir, $METRICSCALE_CLUSTER_DIR, default
 # ~/.cache/metricscale/cluster); `down` stops exactly the processes `up` started.
 #
@@ -1085,7 +1085,7 @@ cmd_down() {
     log "stopping the cluster in $DIR"
     for ((i = ${#ALL_COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${ALL_COMPONENTS[i]}"; done
   fi
-  # Every backend script knows whether its server runs from DIR: stopping one that does not
+  # Every backend knows whether its server runs from DIR: stopping one that does not
   # is a no-op, so a state file lost by a failed `up` leaves nothing behind.
   # (An array, not `while read`: rabbitmqctl reads stdin and would eat the names after it.)
   local b names
@@ -1192,32 +1192,45 @@ cmd_env() {
     echo "export METRICSCALE_EXPORTER_URL=$(sq "http://127.0.0.1:$EXPORTER_PORT")"
   fi
   local b
+  [[ -z ${STATE_BACKENDS:-} ]] || backends_tool names >/dev/null # built once, not per backend
   for b in ${STATE_BACKENDS:-}; do
     echo "export METRICSCALE_BACKENDS=$(sq "${STATE_BACKENDS:-}")"
-    bash "$BACKENDS_DIR/$b.sh" env "$DIR"
+    backends_tool "$b" env "$DIR"
   done | awk '!seen[$0]++'
 }
 
 # ---------------------------------------------------------------- queue backends
 
-# backend_names — the queue backends: one hack/backends/NAME.sh (with its NAME.yaml) each.
+# backends_tool ARGS... — the Go backends of hack/backends (hack/backends/cmd/backend), built
+# into the cache once per run of this script.
+backends_tool() {
+  local tool=$CACHE_ROOT/bin/backend
+  if [[ -z ${BACKENDS_TOOL_BUILT:-} ]]; then
+    mkdir -p "$CACHE_ROOT/bin"
+    (cd "$REPO_ROOT" && go build -o "$tool.$$" ./hack/backends/cmd/backend && mv -f "$tool.$$" "$tool") ||
+      die "building hack/backends/cmd/backend failed"
+    BACKENDS_TOOL_BUILT=1
+  fi
+  (cd "$REPO_ROOT" && "$tool" "$@")
+}
+
+# backend_names — the queue backends: one hack/backends/NAME.go with its NAME.yaml each.
 backend_names() {
   local f
-  for f in "$BACKENDS_DIR"/*.sh; do
-    [[ -f $f && -f ${f%.sh}.yaml ]] && basename "${f%.sh}"
+  for f in "$BACKENDS_DIR"/*.yaml; do
+    [[ -f $f && -f ${f%.yaml}.go ]] && basename "${f%.yaml}"
   done
 }
 
-# backend NAME start|stop|install — runs hack/backends/NAME.sh for this cluster's folder.
+# backend NAME start|stop|install — runs the backend for this cluster's folder.
 backend() {
   local name=$1 action=$2 t0
-  [[ -f $BACKENDS_DIR/$name.sh ]] || die "unknown queue backend '$name' (known: $(backend_names | tr '\n' ' '))"
   t0=$(now_ms)
   if [[ $action == install ]]; then
-    bash "$BACKENDS_DIR/$name.sh" install || die "installing the $name backend failed"
+    backends_tool "$name" install || die "installing the $name backend failed"
   else
     # 8>&-: the servers it starts must not hold the state folder's lock (stop-prometheus, down).
-    bash "$BACKENDS_DIR/$name.sh" "$action" "$DIR" 8>&- || die "$action of the $name backend failed (logs in $DIR/$name)"
+    backends_tool "$name" "$action" "$DIR" 8>&- || die "$action of the $name backend failed (logs in $DIR/$name)"
   fi
   log "    $name: $action done in $(secs $(($(now_ms) - t0)))"
 }

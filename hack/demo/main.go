@@ -8,7 +8,7 @@
 // Ctrl-C, unless --keep.
 //
 // With --backend NAME (make demo BACKEND=NAME) the queue is the real broker
-// of hack/backends/NAME.sh instead: the demo publishes the arriving jobs to
+// of hack/backends (NAME.go) instead: the demo publishes the arriving jobs to
 // it, the workers consume from it, the autoscaler targets the metric the
 // adapter serves from it, and the depth shown is the adapter's answer.
 package main

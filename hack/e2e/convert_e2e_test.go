@@ -328,7 +328,7 @@ func TestConvertKEDA(t *testing.T) {
 
 	ns := cluster.CreateNamespace(t, "convert-keda")
 	list := "convert-" + ns
-	rabbit, pg := rabbitmqBackend(), postgresqlBackend()
+	rabbit, pg := queueBackendOf(t, "rabbitmq"), queueBackendOf(t, "postgresql")
 	mgmt, err := url.Parse(rabbitEnv["METRICSCALE_RABBITMQ_MANAGEMENT_URL"])
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestFallback(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	b := redisBackend()
+	b := queueBackendOf(t, "redis")
 	ns := cluster.CreateNamespace(t, "fallback")
 	const (
 		perPod, depth = 10, 20 // the queue asks for 2 replicas

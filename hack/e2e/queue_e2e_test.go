@@ -20,9 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// queueBackends are the backends with an e2e; each must run in the cluster.
-var queueBackends = []func() queueBackend{kafkaBackend, natsBackend, postgresqlBackend, rabbitmqBackend, redisBackend}
-
 // queueValue reads b's metric through the aggregator: the sum of its items (one per
 // series the selector picks) and the raw answer.
 func queueValue(ctx context.Context, ns string, b queueBackend) (int64, int, []byte, error) {
@@ -54,8 +51,8 @@ func TestQueueBackends(t *testing.T) {
 		t.Fatalf("reading the cluster's backends: %v", err)
 	}
 	var names []string
-	for _, mk := range queueBackends {
-		names = append(names, mk().name)
+	for _, b := range queueBackends() {
+		names = append(names, b.name)
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -63,8 +60,7 @@ func TestQueueBackends(t *testing.T) {
 			t.Fatalf("the cluster runs backends %v, not %s (hack/cluster.sh up --no-backends?); restart it with hack/cluster.sh down && hack/cluster.sh up", running, n)
 		}
 	}
-	for _, mk := range queueBackends {
-		b := mk()
+	for _, b := range queueBackends() {
 		t.Run(b.name, func(t *testing.T) { testQueueBackend(t, b) })
 	}
 }

@@ -42,7 +42,7 @@ func serverBinary(t *testing.T) string {
 	if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
 		return "/usr/sbin/nats-server"
 	}
-	t.Skip("nats-server is not installed (Debian package nats-server; hack/backends/nats.sh install)")
+	t.Skip("nats-server is not installed (Debian package nats-server; hack/cluster.sh install-backends)")
 	return ""
 }
 

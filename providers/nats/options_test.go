@@ -107,7 +107,7 @@ func TestBackendsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(o.Servers) != 1 || o.Servers[0] != "nats://127.0.0.1:14222" {
-		t.Errorf("servers %v, want nats://127.0.0.1:14222 (hack/backends/nats.sh)", o.Servers)
+		t.Errorf("servers %v, want nats://127.0.0.1:14222 (hack/backends/nats.go)", o.Servers)
 	}
 	backlog := false
 	for _, m := range o.Metrics {

@@ -11,7 +11,7 @@ import (
 // Loader caches one value (or error) per key for a TTL and runs at most one
 // load per key at a time: callers that arrive during a load wait for it.
 // Backends use it to share one broker call between metrics that read the
-// same thing (RabbitMQ's queue list serves ready, unacked and consumers).
+// same thing (one queue listing serving its ready, unacked and consumer counts).
 type Loader[T any] struct {
 	ttl     time.Duration
 	timeout time.Duration

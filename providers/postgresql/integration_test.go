@@ -40,7 +40,7 @@ func pgBin(t *testing.T) string {
 			return dirs[i]
 		}
 	}
-	t.Skip("no PostgreSQL server binary (/usr/lib/postgresql/*/bin/postgres): install Debian's postgresql (hack/backends/postgresql.sh install)")
+	t.Skip("no PostgreSQL server binary (/usr/lib/postgresql/*/bin/postgres): install Debian's postgresql (hack/cluster.sh install-backends)")
 	return ""
 }
 

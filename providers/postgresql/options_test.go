@@ -146,7 +146,7 @@ func TestHackConfig(t *testing.T) {
 		t.Errorf("statementTimeout %s is not below the provider timeout %s", s.statementTimeout, timeout)
 	}
 	if s.Port != 15432 || s.Host != "127.0.0.1" {
-		t.Errorf("want 127.0.0.1:15432 (hack/backends/postgresql.sh), got %s:%d", s.Host, s.Port)
+		t.Errorf("want 127.0.0.1:15432 (hack/backends/postgresql.go), got %s:%d", s.Host, s.Port)
 	}
 	for _, m := range s.metrics {
 		if !strings.HasPrefix(m.Name, "postgresql_") {

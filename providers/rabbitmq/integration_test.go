@@ -29,7 +29,7 @@ const rabbitBin = "/usr/lib/rabbitmq/bin"
 
 // server is a RabbitMQ node of the test's own: free 127.0.0.1 ports, data
 // and logs in a temp dir, the management plugin on, statistics every
-// 500 ms in 1 s samples (as hack/backends/rabbitmq.sh configures).
+// 500 ms in 1 s samples (as hack/backends/rabbitmq.go configures).
 type server struct {
 	t                          *testing.T
 	dir                        string

@@ -15,7 +15,7 @@ func TestHackBackendConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.addr != "127.0.0.1:16379" {
-		t.Errorf("address %s, want 127.0.0.1:16379 (hack/backends/redis.sh)", s.addr)
+		t.Errorf("address %s, want 127.0.0.1:16379 (hack/backends/redis.go)", s.addr)
 	}
 	list := false
 	for _, m := range s.metrics {
