@@ -43,25 +43,25 @@ const (
 // Cluster is the local cluster of one state folder, as seen from one checkout.
 type Cluster struct {
 	Options
-	RepoRoot    string // the metricscale checkout whose components it builds and runs
-	CacheRoot   string // ~/.cache/metricscale
-	KubeVersion string // of hack/cluster/build/kubernetes/go.mod
-	CacheDir    string // CacheRoot/KubeVersion
-	Bin         string // CacheDir/bin: the built cluster binaries
+	RepoRoot      string // the metricscale checkout whose components it builds and runs
+	CacheRoot     string // ~/.cache/metricscale
+	KubeVersion   string // of hack/cluster/build/kubernetes/go.mod
+	CacheDir      string // CacheRoot/KubeVersion
+	Bin           string // CacheDir/bin: the built cluster binaries
 	PrometheusBin string // Prometheus' binary
 
 	Out, Err io.Writer
 
 	bold, red, green, yellow, reset string
 
-	procs     map[string]*proc // the processes this Cluster started and still reaps
-	started   []string         // what `up` started, in order, to stop on failure
-	retried   map[string]bool  // components `up` started a second time
-	running   []string         // the backends `up` runs
-	upStart   time.Time
+	procs           map[string]*proc // the processes this Cluster started and still reaps
+	started         []string         // what `up` started, in order, to stop on failure
+	retried         map[string]bool  // components `up` started a second time
+	running         []string         // the backends `up` runs
+	upStart         time.Time
 	prometheusSince time.Time
-	phase     time.Time
-	phaseName []string
+	phase           time.Time
+	phaseName       []string
 }
 
 // Paths of the state folder.
@@ -107,7 +107,7 @@ func New(repoRoot, cacheRoot string, opts Options, out, errOut io.Writer) (*Clus
 	c := &Cluster{
 		Options: opts, RepoRoot: repoRoot, CacheRoot: cacheRoot, KubeVersion: string(m[1]),
 		PrometheusBin: orDefault(os.Getenv("METRICSCALE_PROMETHEUS_BIN"), defaultPrometheus),
-		Out:        out, Err: errOut, procs: map[string]*proc{}, retried: map[string]bool{},
+		Out:           out, Err: errOut, procs: map[string]*proc{}, retried: map[string]bool{},
 	}
 	c.CacheDir = filepath.Join(cacheRoot, c.KubeVersion)
 	c.Bin = filepath.Join(c.CacheDir, "bin")

@@ -208,7 +208,9 @@ func components() []*Component {
 		Enabled: func(c *Cluster) bool { return c.withAdapter() },
 		// No pod runs the adapter here: it names one, so its config reload events (which the
 		// API server accepts for a pod that does not exist) are emitted with its real RBAC.
-		Env:     func(*Cluster) []string { return []string{"POD_NAMESPACE=metricscale", "POD_NAME=metricscale-adapter-local"} },
+		Env: func(*Cluster) []string {
+			return []string{"POD_NAMESPACE=metricscale", "POD_NAME=metricscale-adapter-local"}
+		},
 		Prepare: mkdirs(inDir("adapter")),
 		Args: func(c *Cluster) []string {
 			kc := filepath.Join(c.Dir, "kubeconfigs", "metricscale-adapter.kubeconfig")

@@ -93,8 +93,8 @@ func ParseState(data []byte) (State, error) {
 			*f.value = values[f.key]
 		}
 	}
-	s.Backends = strings.Fields(values["STATE_BACKENDS"])
-	s.Components = strings.Fields(values["STATE_COMPONENTS"])
+	s.Backends = words(values["STATE_BACKENDS"])
+	s.Components = words(values["STATE_COMPONENTS"])
 	return s, nil
 }
 
@@ -125,7 +125,7 @@ func orDefault(v, def string) string {
 	return v
 }
 
-// shellQuote quotes v as bash's printf %q does for printable text: '' when empty, else
+// shellQuote quotes v as bash's printf %q does for printable text: ” when empty, else
 // each character outside the safe set escaped with a backslash.
 func shellQuote(v string) string {
 	if v == "" {
@@ -185,4 +185,12 @@ func shellUnquote(v string) (string, error) {
 // singleQuote quotes v for the shell with single quotes, as `env` prints its values.
 func singleQuote(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+// words splits a space-separated list; none is nil.
+func words(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return strings.Fields(s)
 }

@@ -1,0 +1,432 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func getenv(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	def := DefaultOptions("/cache/cluster")
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		verb    string
+		rest    []string
+		check   func(o Options) bool
+		explain string
+		err     string
+	}{
+		{name: "defaults", args: []string{"up"}, verb: "up",
+			check: func(o Options) bool {
+				return o.Dir == def.Dir && o.Nodes == 1 && o.HPASyncPeriod == "15s" && o.HPAController == HPAOn &&
+					o.Prometheus && o.Backends && o.Record && o.PodStages && o.BackendNames == nil
+			}},
+		{name: "every up flag", args: []string{"up", "--nodes", "3", "--hpa-sync-period=5s", "--separate-hpa-controller",
+			"--kubernetes-only", "--no-prometheus", "--no-backends", "--no-record", "--no-pod-stages"}, verb: "up",
+			check: func(o Options) bool {
+				return o.Nodes == 3 && o.HPASyncPeriod == "5s" && o.HPAController == HPASeparate && o.KubernetesOnly &&
+					!o.Prometheus && !o.Backends && !o.Record && !o.PodStages &&
+					o.Explicit("nodes") && o.Explicit("hpa-sync-period") && o.Explicit("no-backends") && !o.Explicit("dir")
+			}},
+		{name: "no HPA controller", args: []string{"up", "--no-hpa-controller"}, verb: "up",
+			check: func(o Options) bool { return o.HPAController == HPAOff }},
+		{name: "some backends", args: []string{"up", "--backends", "redis,nats"}, verb: "up",
+			check: func(o Options) bool {
+				return o.Backends && reflect.DeepEqual(o.BackendNames, []string{"redis", "nats"})
+			}},
+		{name: "relative dir", args: []string{"status", "--dir", "x/y/"}, verb: "status",
+			check: func(o Options) bool { return o.Dir == "/work/x/y" }},
+		{name: "dir from the environment", args: []string{"down", "--purge"}, env: map[string]string{"METRICSCALE_CLUSTER_DIR": "/elsewhere"},
+			verb: "down", check: func(o Options) bool { return o.Dir == "/elsewhere" && o.Purge }},
+		{name: "kubectl passes everything but --dir", args: []string{"kubectl", "get", "--dir", "/d", "pods", "-n", "x", "--watch"},
+			verb: "kubectl", rest: []string{"get", "pods", "-n", "x", "--watch"}, check: func(o Options) bool { return o.Dir == "/d" }},
+		{name: "backend name", args: []string{"stop-backend", "redis", "--dir=/d"}, verb: "stop-backend", rest: []string{"redis"},
+			check: func(o Options) bool { return o.Dir == "/d" }},
+		{name: "change feed", args: []string{"restart-autoscaler", "--change-feed-url", "none"}, verb: "restart-autoscaler",
+			check: func(o Options) bool { return o.ChangeFeedURL == "none" }},
+		{name: "help flag", args: []string{"up", "--help"}, verb: "help"},
+		{name: "zero nodes", args: []string{"up", "--nodes", "0"}, err: "--nodes must be a positive integer, not '0'"},
+		{name: "bad period", args: []string{"up", "--hpa-sync-period", "5"}, err: "--hpa-sync-period must be a duration"},
+		{name: "missing value", args: []string{"up", "--nodes"}, err: "--nodes needs a value"},
+		{name: "empty value", args: []string{"up", "--dir="}, err: "--dir needs a value"},
+		{name: "unknown flag", args: []string{"up", "--fast"}, err: "unknown argument: --fast"},
+		{name: "value on a switch", args: []string{"up", "--no-record=yes"}, err: "unknown argument: --no-record=yes"},
+		{name: "positional for up", args: []string{"up", "now"}, err: "unknown argument: now"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inv, err := ParseArgs(tt.args, getenv(tt.env), def.Dir, "/work")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inv.Verb != tt.verb || !slices.Equal(inv.Args, tt.rest) {
+				t.Errorf("verb %q args %q, want %q %q", inv.Verb, inv.Args, tt.verb, tt.rest)
+			}
+			if tt.check != nil && !tt.check(inv.Options) {
+				t.Errorf("options %+v", inv.Options)
+			}
+		})
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	t.Parallel()
+	want := State{
+		Version: "v1.36.3", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
+		Prometheus: "true", Backends: []string{"nats", "redis"}, Record: "true", PodStages: "false",
+		Components: []string{"etcd", "kube-apiserver"}, StartedAt: "2026-11-27T00:00:00Z", RepoRoot: "/work/a b's/c,d",
+	}
+	data := want.Marshal()
+	// The line the e2e suite reads, quoted as bash's printf %q quotes.
+	if !strings.Contains(string(data), "\nSTATE_BACKENDS=nats\\ redis\n") {
+		t.Errorf("STATE_BACKENDS line not as the script wrote it:\n%s", data)
+	}
+	got, err := ParseState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+	// An empty list is '' (what the script wrote without backends), read back as none.
+	empty := State{}
+	if !strings.Contains(string(empty.Marshal()), "STATE_BACKENDS=''\n") {
+		t.Errorf("empty backends: %s", empty.Marshal())
+	}
+	if got, err := ParseState(empty.Marshal()); err != nil || got.Backends != nil {
+		t.Errorf("empty backends read back as %q, %v", got.Backends, err)
+	}
+	// Bash itself must read the file the same way.
+	if _, err := exec.LookPath("bash"); err == nil {
+		file := filepath.Join(t.TempDir(), "cluster.env")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("bash", "-c", `source "$1"; printf '%s|%s' "$STATE_BACKENDS" "$STATE_REPO_ROOT"`, "_", file).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != "nats redis|/work/a b's/c,d" {
+			t.Errorf("bash read %q", out)
+		}
+	}
+}
+
+func TestParseStateErrors(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"STATE_NODES", "STATE_REPO_ROOT='/x"} {
+		if _, err := ParseState([]byte(in + "\n")); err == nil {
+			t.Errorf("ParseState(%q) succeeded", in)
+		}
+	}
+}
+
+func TestMergeAdapterConfig(t *testing.T) {
+	t.Parallel()
+	base := `# header comment, left out
+providers:
+- name: memory
+  type: memory
+# a comment among providers
+
+- name: prom
+  type: prometheus
+routes:
+- metric: 'prom_*'
+  provider: prom
+- metric: '*'
+  provider: memory
+watch: true
+`
+	redis := `# redis fragment
+providers:
+- name: redis
+  type: redis
+routes:
+- metric: 'redis_*'
+  provider: redis
+`
+	nats := `providers:
+- name: nats
+  type: nats
+routes:
+- metric: 'nats_*'
+  provider: nats
+ignored: true
+`
+	want := `watch: true
+providers:
+- name: memory
+  type: memory
+# a comment among providers
+
+- name: prom
+  type: prometheus
+- name: redis
+  type: redis
+- name: nats
+  type: nats
+routes:
+- metric: 'redis_*'
+  provider: redis
+- metric: 'nats_*'
+  provider: nats
+- metric: 'prom_*'
+  provider: prom
+- metric: '*'
+  provider: memory
+`
+	if got := string(MergeAdapterConfig([]byte(base), []byte(redis), []byte(nats))); got != want {
+		t.Errorf("merged:\n%s\nwant:\n%s", got, want)
+	}
+	// Without fragments, base's providers and routes as they are.
+	if got := string(MergeAdapterConfig([]byte(base))); !strings.HasSuffix(got, "routes:\n- metric: 'prom_*'\n  provider: prom\n- metric: '*'\n  provider: memory\n") {
+		t.Errorf("no fragments:\n%s", got)
+	}
+}
+
+// newTestCluster is a Cluster on a checkout that has the adapter and autoscaler (or not).
+func newTestCluster(t *testing.T, withMetricscale bool, opts Options) *Cluster {
+	t.Helper()
+	root := t.TempDir()
+	files := []string{"hack/cluster/build/kubernetes/go.mod"}
+	if withMetricscale {
+		files = append(files, "cmd/adapter/main.go", "cmd/autoscaler/main.go", "manifests/autoscaler/crd.yaml")
+	}
+	for _, f := range files {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("module x\n\nrequire k8s.io/kubernetes v1.36.3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(root, "state")
+	}
+	c, err := New(root, filepath.Join(root, "cache"), opts, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestSelectedComponents(t *testing.T) {
+	t.Parallel()
+	all := func(o *Options) {}
+	tests := []struct {
+		name       string
+		metricscal bool
+		set        func(o *Options)
+		want       string
+		modules    string
+	}{
+		{"everything", true, all,
+			"etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server metricscale-adapter metricscale-autoscaler exporter prometheus",
+			"clusterutil kubernetes etcd kwok metrics-server"},
+		{"separate HPA controller, no pod stages, no prometheus", true, func(o *Options) {
+			o.HPAController, o.PodStages, o.Prometheus = HPASeparate, false, false
+		}, "etcd kube-apiserver kube-controller-manager kube-controller-manager-hpa kube-scheduler kwok metricscale-adapter metricscale-autoscaler",
+			"clusterutil kubernetes etcd kwok"},
+		{"kubernetes only", true, func(o *Options) { o.KubernetesOnly, o.Prometheus = true, false },
+			"etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server", "clusterutil kubernetes etcd kwok metrics-server"},
+		{"a checkout without the adapter", false, all,
+			"etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server exporter prometheus",
+			"clusterutil kubernetes etcd kwok metrics-server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := DefaultOptions("")
+			tt.set(&o)
+			c := newTestCluster(t, tt.metricscal, o)
+			if got := strings.Join(c.selected(), " "); got != tt.want {
+				t.Errorf("components %q, want %q", got, tt.want)
+			}
+			if got := strings.Join(c.neededModules(), " "); got != tt.modules {
+				t.Errorf("modules %q, want %q", got, tt.modules)
+			}
+		})
+	}
+}
+
+func TestComponentCatalog(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, true, DefaultOptions(""))
+	seenPorts := map[int]string{}
+	for _, comp := range components() {
+		if comp.Health == nil || comp.Binary == nil || comp.Args == nil || comp.Enabled == nil || comp.ReadyTimeout <= 0 || comp.ReadyWhat == "" {
+			t.Errorf("%s lacks a field: %+v", comp.Name, comp)
+		}
+		for _, p := range comp.Ports {
+			if other, ok := seenPorts[p]; ok {
+				t.Errorf("port %d of both %s and %s", p, other, comp.Name)
+			}
+			seenPorts[p] = comp.Name
+		}
+		if len(comp.Args(c)) == 0 {
+			t.Errorf("%s has no arguments", comp.Name)
+		}
+	}
+	if got := portsOf("metricscale-adapter"); got != "6444,6445" {
+		t.Errorf("adapter ports %q", got)
+	}
+}
+
+func TestAutoscalerArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		set           func(o *Options)
+		want, wantNot []string
+	}{
+		{"defaults", func(*Options) {}, []string{"--change-feed-url=https://127.0.0.1:6444", "--record"}, []string{"--hpa-objects"}},
+		{"no HPA controller", func(o *Options) { o.HPAController, o.HPASyncPeriod = HPAOff, "5s" },
+			[]string{"--hpa-objects", "--hpa-sync-period=5s"}, nil},
+		{"no feed, no record", func(o *Options) { o.ChangeFeedURL, o.Record = "none", false }, nil,
+			[]string{"--record", "--change-feed-url=https://127.0.0.1:6444"}},
+		{"another feed", func(o *Options) { o.ChangeFeedURL = "https://x" }, []string{"--change-feed-url=https://x"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := DefaultOptions("/d")
+			tt.set(&o)
+			args := autoscalerArgs(newTestCluster(t, true, o))
+			for _, w := range tt.want {
+				if !slices.Contains(args, w) {
+					t.Errorf("%q lacks %s", args, w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if slices.Contains(args, w) {
+					t.Errorf("%q has %s", args, w)
+				}
+			}
+		})
+	}
+}
+
+func TestKubeLdflags(t *testing.T) {
+	t.Parallel()
+	got := kubeLdflags("v1.36.3")
+	for _, w := range []string{"gitVersion=v1.36.3", "gitMajor=1 ", "gitMinor=36 "} {
+		if !strings.Contains(got, w) {
+			t.Errorf("%q lacks %q", got, w)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", "plain", "a b", "it's", `back\slash`, "a,b", "$HOME", "tab\tx", "é"} {
+		got, err := shellUnquote(shellQuote(v))
+		if err != nil || got != v {
+			t.Errorf("shellUnquote(shellQuote(%q)) = %q, %v", v, got, err)
+		}
+	}
+	if got := singleQuote("it's"); got != `'it'\''s'` {
+		t.Errorf("singleQuote: %s", got)
+	}
+}
+
+// TestProcessBookkeeping starts real processes: the pid file, argv[0] check, stop and the
+// exit reasons up prints.
+func TestProcessBookkeeping(t *testing.T) {
+	t.Parallel()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, false, DefaultOptions(""))
+	for _, d := range []string{"run", "logs"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.spawn("sleeper", sleep, []string{"60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, ok := c.PidOf("sleeper")
+	if !ok || pid != p.pid {
+		t.Fatalf("PidOf = %d, %v; want %d", pid, ok, p.pid)
+	}
+	if sid := sessionOf(t, pid); sid != pid {
+		t.Errorf("not in its own session: sid %d, pid %d", sid, pid)
+	}
+	// A pid file naming another program (a recycled pid) is not ours.
+	if err := os.WriteFile(c.pidFile("other"), []byte(strings.Replace(string(must(os.ReadFile(c.pidFile("sleeper")))), sleep, "/bin/other", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c.Alive("other") {
+		t.Error("a pid file with another argv[0] counts as alive")
+	}
+	if err := c.stop("sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if c.Alive("sleeper") || fileExists(c.pidFile("sleeper")) {
+		t.Error("sleeper still recorded after stop")
+	}
+	if got := p.exited(); got != "killed by signal SIGTERM (15)" {
+		t.Errorf("reason %q", got)
+	}
+	q, err := c.spawn("failer", "/bin/sh", []string{"-c", "echo boom; exit 3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-q.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sh did not exit")
+	}
+	if got := q.exited(); got != "exited with code 3" {
+		t.Errorf("reason %q", got)
+	}
+	if log := string(must(os.ReadFile(c.logFile("failer")))); log != "boom\n" {
+		t.Errorf("log %q", log)
+	}
+}
+
+// sessionOf reads the session id of pid from /proc/PID/stat.
+func sessionOf(t *testing.T, pid int) int {
+	t.Helper()
+	stat := string(must(os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))))
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	sid, err := strconv.Atoi(fields[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sid
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
