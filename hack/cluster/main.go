@@ -28,15 +28,7 @@ func Main(ctx context.Context, repoRoot string, args []string, stdout, stderr io
 		}
 		return 1
 	}
-	cacheRoot, err := DefaultCacheRoot(os.Getenv)
-	if err != nil {
-		return fail(err)
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fail(err)
-	}
-	inv, err := ParseArgs(args, os.Getenv, filepath.Join(cacheRoot, "cluster"), cwd)
+	c, inv, err := Command(repoRoot, args, stdout, stderr)
 	if err != nil {
 		return fail(err)
 	}
@@ -47,10 +39,6 @@ func Main(ctx context.Context, repoRoot string, args []string, stdout, stderr io
 	case "":
 		fmt.Fprint(stderr, Usage)
 		return 2
-	}
-	c, err := New(repoRoot, cacheRoot, inv.Options, stdout, stderr)
-	if err != nil {
-		return fail(err)
 	}
 	if err := c.Run(ctx, inv.Verb, inv.Args); err != nil {
 		var exitErr *ExitError
@@ -63,6 +51,26 @@ func Main(ctx context.Context, repoRoot string, args []string, stdout, stderr io
 		return fail(err)
 	}
 	return 0
+}
+
+// Command parses a hack/cluster.sh command line (with the environment of this process:
+// METRICSCALE_CLUSTER_DIR, METRICSCALE_CACHE) and returns the cluster it names, for the
+// checkout repoRoot, writing progress to out and warnings and failures to errOut.
+func Command(repoRoot string, args []string, out, errOut io.Writer) (*Cluster, Invocation, error) {
+	cacheRoot, err := DefaultCacheRoot(os.Getenv)
+	if err != nil {
+		return nil, Invocation{}, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, Invocation{}, err
+	}
+	inv, err := ParseArgs(args, os.Getenv, filepath.Join(cacheRoot, "cluster"), cwd)
+	if err != nil {
+		return nil, inv, err
+	}
+	c, err := New(repoRoot, cacheRoot, inv.Options, out, errOut)
+	return c, inv, err
 }
 
 // Run runs one verb of hack/cluster.sh with its other arguments (kubectl's, a backend's name).

@@ -1,6 +1,7 @@
 // Command demo is `make demo`: a queue fills and drains on the local
 // cluster while metricscale scales its workers. It brings the stack up
-// (hack/cluster.sh up), deploys a worker Deployment and a MetricAutoscaler
+// (package hack/cluster: hack/cluster.sh up --no-prometheus --no-backends, or
+// --backends NAME), deploys a worker Deployment and a MetricAutoscaler
 // on the External metric queue_messages_ready, runs a queue model that
 // pushes the queue's depth to the adapter every second and drains it at
 // ready replicas × a per-pod rate, then prints a summary and writes a
@@ -14,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -46,6 +46,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/plot"
+	"github.com/metricscale/metricscale/hack/cluster"
 )
 
 const (
@@ -121,20 +122,32 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 	if err != nil {
 		return err
 	}
-	script := filepath.Join(root, "hack", "cluster.sh")
-	startedCluster := false
-	if err := exec.Command("bash", script, "status").Run(); err != nil {
-		fmt.Println("==> bringing up the local stack (hack/cluster.sh up; the first run builds Kubernetes, ~10-25 min)")
-		cmd := exec.Command("bash", script, "up", "--hpa-sync-period", "5s")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("hack/cluster.sh up: %w", err)
-		}
-		startedCluster = true
-	}
-	env, err := clusterEnv(script)
+	local, err := cluster.Open(root, "", io.Discard, io.Discard)
 	if err != nil {
 		return err
+	}
+	startedCluster := false
+	if local.Status(ctx) != nil {
+		// Only what this demo uses: the adapter's push endpoint (its memory provider), or
+		// with --backend that one broker, whose adapter config needs Prometheus.
+		args := []string{"up", "--hpa-sync-period", "5s", "--no-prometheus", "--no-backends"}
+		if backendName != "" {
+			args = []string{"up", "--hpa-sync-period", "5s", "--backends", backendName}
+		}
+		fmt.Printf("==> bringing up the local stack (hack/cluster.sh %s; the first run builds Kubernetes, ~10-25 min)\n", strings.Join(args, " "))
+		up, _, err := cluster.Command(root, args, os.Stdout, os.Stderr)
+		if err != nil {
+			return err
+		}
+		if err := up.Up(ctx); err != nil {
+			return fmt.Errorf("hack/cluster.sh up: %w", err)
+		}
+		local = up
+		startedCluster = true
+	}
+	env, err := local.EnvMap()
+	if err != nil {
+		return fmt.Errorf("hack/cluster.sh env: %w", err)
 	}
 	if env["METRICSCALE_PUSH_URL"] == "" {
 		return errors.New("the local cluster runs without the metricscale adapter (started with --kubernetes-only?); restart it: hack/cluster.sh down && make demo")
@@ -173,9 +186,9 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 		defer cancel()
 		_ = kube.CoreV1().Namespaces().Delete(cctx, namespace, metav1.DeleteOptions{})
 		if startedCluster {
-			cmd := exec.Command("bash", script, "down")
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-			_ = cmd.Run()
+			if err := local.Down(cctx); err != nil {
+				fmt.Fprintf(os.Stderr, "demo: hack/cluster.sh down: %v\n", err)
+			}
 		}
 	}
 	defer cleanup()
@@ -530,23 +543,6 @@ func toPNG(svg, png string) error {
 		}
 	}
 	return errors.New("no SVG converter")
-}
-
-func clusterEnv(script string) (map[string]string, error) {
-	out, err := exec.Command("bash", script, "env").Output()
-	if err != nil {
-		return nil, fmt.Errorf("hack/cluster.sh env: %w", err)
-	}
-	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := strings.TrimPrefix(sc.Text(), "export ")
-		k, v, ok := strings.Cut(line, "=")
-		if ok {
-			env[k] = strings.Trim(v, "'")
-		}
-	}
-	return env, nil
 }
 
 func repoRoot() (string, error) {

@@ -365,8 +365,8 @@ func restartAutoscaler(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if out, _, err := cluster.script(ctx, nil, "restart-autoscaler"); err != nil {
-		t.Fatalf("hack/cluster.sh restart-autoscaler: %v\n%s", err, out)
+	if err := cluster.RestartAutoscaler(ctx, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -144,7 +144,7 @@ func TestChangeFeed(t *testing.T) {
 		relay.close()
 		restartAutoscaler(t) // with the cluster's own wiring again
 	})
-	restartAutoscalerWith(t, "--change-feed-url=https://"+relay.addr)
+	restartAutoscalerWith(t, "https://"+relay.addr)
 	waitFeedConnected(t, true)
 	var viaRelay []time.Duration
 	for i := range 4 {
@@ -336,14 +336,14 @@ func quantity(want string) func(string) bool {
 	}
 }
 
-// restartAutoscalerWith restarts the cluster's autoscaler with other
-// arguments of hack/cluster.sh restart-autoscaler.
-func restartAutoscalerWith(t *testing.T, args ...string) {
+// restartAutoscalerWith restarts the cluster's autoscaler with another change feed
+// (hack/cluster.sh restart-autoscaler --change-feed-url).
+func restartAutoscalerWith(t *testing.T, changeFeedURL string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if out, _, err := cluster.script(ctx, nil, append([]string{"restart-autoscaler"}, args...)...); err != nil {
-		t.Fatalf("hack/cluster.sh restart-autoscaler %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := cluster.RestartAutoscaler(ctx, changeFeedURL); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -52,6 +52,8 @@ import (
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
+
+	localcluster "github.com/metricscale/metricscale/hack/cluster"
 )
 
 const (
@@ -134,8 +136,8 @@ func (c *Cluster) PushAs(ctx context.Context, contentType, body string) error {
 	return nil
 }
 
-// SetupCluster returns a handle on the local cluster, starting it with
-// `hack/cluster.sh up` when it is not running.
+// SetupCluster returns a handle on the local cluster, starting it (package hack/cluster,
+// what `hack/cluster.sh up` runs) when it is not running.
 func SetupCluster(ctx context.Context) (*Cluster, error) {
 	root, err := repoRoot()
 	if err != nil {
@@ -143,30 +145,43 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	}
 	c := &Cluster{RepoRoot: root, Script: filepath.Join(root, "hack", "cluster.sh")}
 
-	status, code, err := c.script(ctx, nil, "status")
+	var status bytes.Buffer
+	local, err := localcluster.Open(root, "", &status, &status)
+	if err != nil {
+		return nil, err
+	}
+	err = local.Status(ctx)
 	switch {
 	case err == nil:
 		klog.InfoS("Reusing the running local cluster")
-	case code == 3:
+	case errors.Is(err, localcluster.ErrStopped):
 		args := strings.Fields(defaultUpArgs)
 		if v, ok := os.LookupEnv("METRICSCALE_E2E_UP_ARGS"); ok {
 			args = strings.Fields(v)
 		}
 		klog.InfoS("Starting the local cluster", "command", "hack/cluster.sh up "+strings.Join(args, " "))
-		if _, _, err := c.script(ctx, os.Stdout, append([]string{"up"}, args...)...); err != nil {
+		up, _, err := localcluster.Command(root, append([]string{"up"}, args...), os.Stdout, os.Stdout)
+		if err != nil {
+			return nil, fmt.Errorf("hack/cluster.sh up: %w", err)
+		}
+		// up builds only what it runs; the parity and federation tests also run
+		// prometheus-adapter, which `hack/cluster.sh build` builds with the rest.
+		if err := up.Build(ctx); err != nil {
+			return nil, fmt.Errorf("hack/cluster.sh build: %w", err)
+		}
+		if err := up.Up(ctx); err != nil {
 			return nil, fmt.Errorf("hack/cluster.sh up: %w", err)
 		}
 		c.startedByUs = true
 	default:
 		return nil, fmt.Errorf("the local cluster is not healthy (%v); fix or restart it "+
-			"(hack/cluster.sh down && hack/cluster.sh up):\n%s", err, status)
+			"(hack/cluster.sh down && hack/cluster.sh up):\n%s", err, status.String())
 	}
 
-	out, _, err := c.script(ctx, nil, "env")
+	env, err := local.EnvMap()
 	if err != nil {
 		return nil, c.teardownAfter(fmt.Errorf("hack/cluster.sh env: %w", err))
 	}
-	env := parseEnv(out)
 	c.Kubeconfig = env["KUBECONFIG"]
 	c.Dir = env["METRICSCALE_CLUSTER_DIR"]
 	c.KubectlBin = env["METRICSCALE_KUBECTL"]
@@ -185,7 +200,7 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 			"restart it (hack/cluster.sh down) to test this one", "clusterRepo", repo, "thisRepo", root)
 	}
 	if c.Kubeconfig == "" {
-		return nil, c.teardownAfter(fmt.Errorf("hack/cluster.sh env printed no KUBECONFIG:\n%s", out))
+		return nil, c.teardownAfter(fmt.Errorf("hack/cluster.sh env named no KUBECONFIG: %v", env))
 	}
 
 	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
@@ -209,6 +224,27 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	return c, nil
 }
 
+// local returns the package hack/cluster handle on this cluster's state folder, its
+// progress and failures written to out.
+func (c *Cluster) local(out io.Writer) (*localcluster.Cluster, error) {
+	return localcluster.Open(c.RepoRoot, c.Dir, out, out)
+}
+
+// RestartAutoscaler stops the cluster's autoscaler (if it runs) and starts it again with
+// the cluster's settings (hack/cluster.sh restart-autoscaler); changeFeedURL is its
+// --change-feed-url ("" the adapter's feed, "none" none).
+func (c *Cluster) RestartAutoscaler(ctx context.Context, changeFeedURL string) error {
+	var out bytes.Buffer
+	lc, err := c.local(&out)
+	if err == nil {
+		err = lc.RestartAutoscaler(ctx, changeFeedURL)
+	}
+	if err != nil {
+		return fmt.Errorf("hack/cluster.sh restart-autoscaler: %w\n%s", err, out.String())
+	}
+	return nil
+}
+
 func (c *Cluster) teardownAfter(err error) error {
 	c.Teardown()
 	return err
@@ -225,7 +261,11 @@ func (c *Cluster) Teardown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, _, err := c.script(ctx, os.Stdout, "down"); err != nil {
+	lc, err := c.local(os.Stdout)
+	if err == nil {
+		err = lc.Down(ctx)
+	}
+	if err != nil {
 		klog.ErrorS(err, "hack/cluster.sh down failed")
 	}
 	c.startedByUs = false
@@ -236,7 +276,10 @@ func (c *Cluster) Teardown() {
 func RunMain(m *testing.M, cluster **Cluster) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	c, err := SetupCluster(ctx)
+	// An interrupted setup stops what it started, as an interrupted hack/cluster.sh up does.
+	setupCtx, stopSetup := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	c, err := SetupCluster(setupCtx)
+	stopSetup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: cannot set the local cluster up: %v\n", err)
 		return 1
@@ -254,27 +297,23 @@ func RunMain(m *testing.M, cluster **Cluster) int {
 	return m.Run()
 }
 
-// script runs hack/cluster.sh. With a nil stream its combined output is returned,
-// otherwise it is copied to stream as it comes. code is the exit code (-1 if it did not run).
+// script runs a hack/cluster.sh command line in this process (package hack/cluster)
+// for the state folder of the cluster. With a nil stream its combined output is
+// returned, otherwise it is copied to stream as it comes. code is the exit code.
 func (c *Cluster) script(ctx context.Context, stream *os.File, args ...string) (string, int, error) {
-	cmd := exec.CommandContext(ctx, "bash", append([]string{c.Script}, args...)...)
-	cmd.Dir = c.RepoRoot
-	cmd.WaitDelay = 10 * time.Second
 	var buf bytes.Buffer
+	var w io.Writer = &buf
 	if stream != nil {
-		cmd.Stdout, cmd.Stderr = stream, stream
-	} else {
-		cmd.Stdout, cmd.Stderr = &buf, &buf
+		w = stream
 	}
-	err := cmd.Run()
-	code := -1
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-	} else if err == nil {
-		code = 0
+	if c.Dir != "" && len(args) > 0 {
+		args = append([]string{args[0], "--dir", c.Dir}, args[1:]...)
 	}
-	return buf.String(), code, err
+	code := localcluster.Main(ctx, c.RepoRoot, args, w, w)
+	if code != 0 {
+		return buf.String(), code, fmt.Errorf("hack/cluster.sh %s: exit code %d", strings.Join(args, " "), code)
+	}
+	return buf.String(), 0, nil
 }
 
 // Kubectl runs kubectl against the cluster and returns its standard output; the error

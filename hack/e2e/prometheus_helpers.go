@@ -13,6 +13,7 @@ package e2e
 //   - QueryPrometheus and WaitPrometheusSeries read what Prometheus answers.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,8 +84,13 @@ func (c *Cluster) StopPrometheus(ctx context.Context) error {
 	if c.PrometheusURL == "" {
 		return errors.New("stop Prometheus: the cluster runs without Prometheus")
 	}
-	if out, _, err := c.script(ctx, nil, "stop-prometheus"); err != nil {
-		return fmt.Errorf("hack/cluster.sh stop-prometheus: %w\n%s", err, out)
+	var out bytes.Buffer
+	lc, err := c.local(&out)
+	if err == nil {
+		err = lc.StopPrometheus(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("hack/cluster.sh stop-prometheus: %w\n%s", err, out.String())
 	}
 	return nil
 }
@@ -96,8 +102,13 @@ func (c *Cluster) StartPrometheus(ctx context.Context) error {
 	if c.PrometheusURL == "" {
 		return errors.New("start Prometheus: the cluster runs without Prometheus")
 	}
-	if out, _, err := c.script(ctx, nil, "start-prometheus"); err != nil {
-		return fmt.Errorf("hack/cluster.sh start-prometheus: %w\n%s", err, out)
+	var out bytes.Buffer
+	lc, err := c.local(&out)
+	if err == nil {
+		err = lc.StartPrometheus(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("hack/cluster.sh start-prometheus: %w\n%s", err, out.String())
 	}
 	return nil
 }
