@@ -54,6 +54,7 @@ type Cluster struct {
 
 	bold, red, green, yellow, reset string
 
+	catalog         []*Component     // every component up may run, in order (components())
 	procs           map[string]*proc // the processes this Cluster started and still reaps
 	started         []string         // what `up` started, in order, to stop on failure
 	retried         map[string]bool  // components `up` started a second time
@@ -107,7 +108,7 @@ func New(repoRoot, cacheRoot string, opts Options, out, errOut io.Writer) (*Clus
 	c := &Cluster{
 		Options: opts, RepoRoot: repoRoot, CacheRoot: cacheRoot, KubeVersion: string(m[1]),
 		PrometheusBin: orDefault(os.Getenv("METRICSCALE_PROMETHEUS_BIN"), defaultPrometheus),
-		Out:           out, Err: errOut, procs: map[string]*proc{}, retried: map[string]bool{},
+		Out:           out, Err: errOut, procs: map[string]*proc{}, retried: map[string]bool{}, catalog: components(),
 	}
 	c.CacheDir = filepath.Join(cacheRoot, c.KubeVersion)
 	c.Bin = filepath.Join(c.CacheDir, "bin")

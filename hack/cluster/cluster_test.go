@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -291,7 +294,7 @@ func TestComponentCatalog(t *testing.T) {
 			t.Errorf("%s has no arguments", comp.Name)
 		}
 	}
-	if got := portsOf("metricscale-adapter"); got != "6444,6445" {
+	if got := c.portsOf("metricscale-adapter"); got != "6444,6445" {
 		t.Errorf("adapter ports %q", got)
 	}
 }
@@ -429,4 +432,78 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// flakyCluster is a Cluster whose only component is a shell script (real processes):
+// up's wait for it is what is tested.
+func flakyCluster(t *testing.T, script string, args ...string) (*Cluster, *bytes.Buffer) {
+	t.Helper()
+	c := newTestCluster(t, false, DefaultOptions(""))
+	for _, d := range []string{"run", "logs"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := filepath.Join(c.Dir, "ready")
+	c.catalog = []*Component{{
+		Name: "flaky", Enabled: always,
+		Binary: func(*Cluster) string { return "/bin/sh" },
+		Args:   func(*Cluster) []string { return append([]string{"-c", script, "sh", ready}, args...) },
+		Health: func(context.Context, *Cluster) error {
+			if fileExists(ready) {
+				return nil
+			}
+			return errors.New("no ready file yet")
+		},
+		ReadyTimeout: 30 * time.Second, ReadyWhat: "ready",
+	}}
+	var errOut bytes.Buffer
+	c.Err = &errOut
+	t.Cleanup(func() { _ = c.stop("flaky") })
+	return c, &errOut
+}
+
+func TestWaitStartsADeadComponentOnceMore(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "ran-once")
+	// The first run dies with exit code 7; the second becomes ready and stays.
+	c, errOut := flakyCluster(t, `if [ -e "$2" ]; then touch "$1"; trap 'exit 0' TERM; while :; do sleep 1 & wait; done; fi
+touch "$2"; echo dying; exit 7`, marker)
+	ctx := context.Background()
+	if err := c.startComponent(ctx, "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitReady(ctx, "flaky"); err != nil {
+		t.Fatalf("waitReady: %v\n%s", err, errOut)
+	}
+	want := "flaky exited with code 7 while waiting for flaky to become ready; starting it once more"
+	if !strings.Contains(errOut.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, errOut)
+	}
+	if log := string(must(os.ReadFile(filepath.Join(c.Dir, "logs", "flaky.failed.log")))); log != "dying\n" {
+		t.Errorf("failed run's log %q", log)
+	}
+	if !c.Alive("flaky") {
+		t.Error("the second run is not alive")
+	}
+}
+
+func TestWaitFailsWhenAComponentDiesTwice(t *testing.T) {
+	t.Parallel()
+	c, errOut := flakyCluster(t, `echo going; kill -9 $$`)
+	ctx := context.Background()
+	if err := c.startComponent(ctx, "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.waitReady(ctx, "flaky")
+	if err == nil {
+		t.Fatal("waitReady succeeded for a component that always dies")
+	}
+	want := "flaky killed by signal SIGKILL (9) while waiting for flaky to become ready, after it was started once more"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q lacks %q", err, want)
+	}
+	if !strings.Contains(errOut.String(), "starting it once more") || !strings.Contains(errOut.String(), "going") {
+		t.Errorf("output lacks the first death and the log tail:\n%s", errOut)
+	}
 }

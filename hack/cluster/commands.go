@@ -19,7 +19,7 @@ import (
 // state says whether the cluster is "running" (every component of its state file runs or
 // is paused), "partial" or "stopped", and returns the state file when there is one.
 func (c *Cluster) state() (string, *State) {
-	comps := componentNames()
+	comps := c.componentNames()
 	var st *State
 	if s, err := ReadState(c.Dir); err == nil {
 		st = &s
@@ -49,7 +49,7 @@ func (c *Cluster) Running() bool {
 }
 
 func (c *Cluster) deadComponents() []string {
-	comps := componentNames()
+	comps := c.componentNames()
 	if st, err := ReadState(c.Dir); err == nil {
 		comps = st.Components
 	}
@@ -74,7 +74,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	names := componentNames()
+	names := c.componentNames()
 	anyAlive := false
 	for _, n := range names {
 		anyAlive = anyAlive || c.Alive(n)
@@ -99,7 +99,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 	// Nothing of ours may be left listening.
 	if anyAlive {
 		var ports []int
-		for _, comp := range components() {
+		for _, comp := range c.catalog {
 			if comp.Name != "metricscale-autoscaler" && comp.Name != "kube-controller-manager-hpa" {
 				ports = append(ports, comp.Ports...)
 			}
@@ -169,7 +169,7 @@ func (c *Cluster) Status(ctx context.Context) error {
 	c.logf("%-26s %-8s %-11s %-10s %s", "COMPONENT", "PID", "PORT", "RSS", "HEALTH")
 	comps := st.Components
 	if len(comps) == 0 {
-		comps = componentNames()
+		comps = c.componentNames()
 	}
 	unhealthy := []string{}
 	for _, n := range comps {
@@ -177,7 +177,7 @@ func (c *Cluster) Status(ctx context.Context) error {
 		if p, ok := c.PidOf(n); ok {
 			pid, rss = fmt.Sprint(p), residentMemory(p)
 			health = c.green + "ok" + c.reset
-			comp := component(n)
+			comp := c.component(n)
 			if comp == nil {
 				health = c.red + "unknown component" + c.reset
 				unhealthy = append(unhealthy, n)
@@ -200,7 +200,7 @@ func (c *Cluster) Status(ctx context.Context) error {
 			health = fmt.Sprintf("%snot running%s (log: %s)", c.red, c.reset, c.logFile(n))
 			unhealthy = append(unhealthy, n)
 		}
-		c.logf("%-26s %-8s %-11s %-10s %s", n, pid, portsOf(n), rss, health)
+		c.logf("%-26s %-8s %-11s %-10s %s", n, pid, c.portsOf(n), rss, health)
 	}
 	if c.Alive("kube-apiserver") {
 		c.logf("")

@@ -280,8 +280,8 @@ func autoscalerArgs(c *Cluster) []string {
 }
 
 // component returns the component called name.
-func component(name string) *Component {
-	for _, comp := range components() {
+func (c *Cluster) component(name string) *Component {
+	for _, comp := range c.catalog {
 		if comp.Name == name {
 			return comp
 		}
@@ -290,9 +290,9 @@ func component(name string) *Component {
 }
 
 // componentNames lists every component's name, in order.
-func componentNames() []string {
+func (c *Cluster) componentNames() []string {
 	var names []string
-	for _, comp := range components() {
+	for _, comp := range c.catalog {
 		names = append(names, comp.Name)
 	}
 	return names
@@ -301,7 +301,7 @@ func componentNames() []string {
 // selected lists the names of the components up runs with the cluster's options, in order.
 func (c *Cluster) selected() []string {
 	var names []string
-	for _, comp := range components() {
+	for _, comp := range c.catalog {
 		if comp.Enabled(c) {
 			names = append(names, comp.Name)
 		}
@@ -326,8 +326,8 @@ func fileExists(path string) bool {
 }
 
 // portsOf formats a component's ports for status.
-func portsOf(name string) string {
-	comp := component(name)
+func (c *Cluster) portsOf(name string) string {
+	comp := c.component(name)
 	if comp == nil {
 		return "-"
 	}
@@ -340,7 +340,7 @@ func portsOf(name string) string {
 
 // startComponent prepares and starts one component; it does not wait.
 func (c *Cluster) startComponent(ctx context.Context, name string) error {
-	comp := component(name)
+	comp := c.component(name)
 	if comp == nil {
 		return fmt.Errorf("unknown component %q", name)
 	}
@@ -362,7 +362,7 @@ func (c *Cluster) startComponent(ctx context.Context, name string) error {
 
 // waitReady waits until the component is ready (see waitFor).
 func (c *Cluster) waitReady(ctx context.Context, name string) error {
-	comp := component(name)
+	comp := c.component(name)
 	return c.waitFor(ctx, name, comp.ReadyTimeout, comp.ReadyWhat, func(ctx context.Context) error { return comp.ready(ctx, c) })
 }
 

@@ -208,7 +208,7 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 	c.phaseBegin("check ports, write PKI and kubeconfigs")
 	var ports []int
 	for _, name := range c.selected() {
-		ports = append(ports, component(name).Ports...)
+		ports = append(ports, c.component(name).Ports...)
 	}
 	if busy := busyPorts(ports); len(busy) > 0 {
 		var list []string
