@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/metricscale/metricscale/hack/backends"
 )
 
 func getenv(vars map[string]string) func(string) string {
@@ -48,9 +50,9 @@ func TestParseArgs(t *testing.T) {
 			}},
 		{name: "no HPA controller", args: []string{"up", "--no-hpa-controller"}, verb: "up",
 			check: func(o Options) bool { return o.HPAController == HPAOff }},
-		{name: "some backends", args: []string{"up", "--backends", "redis,nats"}, verb: "up",
+		{name: "some backends", args: []string{"up", "--backends", "alpha,beta"}, verb: "up",
 			check: func(o Options) bool {
-				return o.Backends && reflect.DeepEqual(o.BackendNames, []string{"redis", "nats"})
+				return o.Backends && reflect.DeepEqual(o.BackendNames, []string{"alpha", "beta"})
 			}},
 		{name: "relative dir", args: []string{"status", "--dir", "x/y/"}, verb: "status",
 			check: func(o Options) bool { return o.Dir == "/work/x/y" }},
@@ -58,7 +60,7 @@ func TestParseArgs(t *testing.T) {
 			verb: "down", check: func(o Options) bool { return o.Dir == "/elsewhere" && o.Purge }},
 		{name: "kubectl passes everything but --dir", args: []string{"kubectl", "get", "--dir", "/d", "pods", "-n", "x", "--watch"},
 			verb: "kubectl", rest: []string{"get", "pods", "-n", "x", "--watch"}, check: func(o Options) bool { return o.Dir == "/d" }},
-		{name: "backend name", args: []string{"stop-backend", "redis", "--dir=/d"}, verb: "stop-backend", rest: []string{"redis"},
+		{name: "backend name", args: []string{"stop-backend", "alpha", "--dir=/d"}, verb: "stop-backend", rest: []string{"alpha"},
 			check: func(o Options) bool { return o.Dir == "/d" }},
 		{name: "change feed", args: []string{"restart-autoscaler", "--change-feed-url", "none"}, verb: "restart-autoscaler",
 			check: func(o Options) bool { return o.ChangeFeedURL == "none" }},
@@ -98,12 +100,12 @@ func TestStateRoundTrip(t *testing.T) {
 	t.Parallel()
 	want := State{
 		Version: "v1.36.3", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
-		Prometheus: "true", Backends: []string{"nats", "redis"}, Record: "true", PodStages: "false",
+		Prometheus: "true", Backends: []string{"beta", "alpha"}, Record: "true", PodStages: "false",
 		Components: []string{"etcd", "kube-apiserver"}, StartedAt: "2026-11-27T00:00:00Z", RepoRoot: "/work/a b's/c,d",
 	}
 	data := want.Marshal()
 	// The line the e2e suite reads, quoted as bash's printf %q quotes.
-	if !strings.Contains(string(data), "\nSTATE_BACKENDS=nats\\ redis\n") {
+	if !strings.Contains(string(data), "\nSTATE_BACKENDS=beta\\ alpha\n") {
 		t.Errorf("STATE_BACKENDS line not as the script wrote it:\n%s", data)
 	}
 	got, err := ParseState(data)
@@ -131,7 +133,7 @@ func TestStateRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(out) != "nats redis|/work/a b's/c,d" {
+		if string(out) != "beta alpha|/work/a b's/c,d" {
 			t.Errorf("bash read %q", out)
 		}
 	}
@@ -163,20 +165,20 @@ routes:
   provider: memory
 watch: true
 `
-	redis := `# redis fragment
+	alpha := `# alpha fragment
 providers:
-- name: redis
-  type: redis
+- name: alpha
+  type: alpha
 routes:
-- metric: 'redis_*'
-  provider: redis
+- metric: 'alpha_*'
+  provider: alpha
 `
-	nats := `providers:
-- name: nats
-  type: nats
+	beta := `providers:
+- name: beta
+  type: beta
 routes:
-- metric: 'nats_*'
-  provider: nats
+- metric: 'beta_*'
+  provider: beta
 ignored: true
 `
 	want := `watch: true
@@ -187,21 +189,21 @@ providers:
 
 - name: prom
   type: prometheus
-- name: redis
-  type: redis
-- name: nats
-  type: nats
+- name: alpha
+  type: alpha
+- name: beta
+  type: beta
 routes:
-- metric: 'redis_*'
-  provider: redis
-- metric: 'nats_*'
-  provider: nats
+- metric: 'alpha_*'
+  provider: alpha
+- metric: 'beta_*'
+  provider: beta
 - metric: 'prom_*'
   provider: prom
 - metric: '*'
   provider: memory
 `
-	if got := string(MergeAdapterConfig([]byte(base), []byte(redis), []byte(nats))); got != want {
+	if got := string(MergeAdapterConfig([]byte(base), []byte(alpha), []byte(beta))); got != want {
 		t.Errorf("merged:\n%s\nwant:\n%s", got, want)
 	}
 	// Without fragments, base's providers and routes as they are.
@@ -505,5 +507,27 @@ func TestWaitFailsWhenAComponentDiesTwice(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "starting it once more") || !strings.Contains(errOut.String(), "going") {
 		t.Errorf("output lacks the first death and the log tail:\n%s", errOut)
+	}
+}
+
+func TestBackendNames(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, true, DefaultOptions(""))
+	all, err := c.backendNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(all, backends.Names()) {
+		t.Errorf("without --backends: %q, want every backend %q", all, backends.Names())
+	}
+	c.BackendNames = []string{"no-such-backend"}
+	if _, err := c.backendNames(); err == nil || !strings.Contains(err.Error(), "no-such-backend") {
+		t.Errorf("an unknown --backends name: %v", err)
+	}
+	if len(all) > 0 {
+		c.BackendNames = []string{all[0], all[0]}
+		if got, err := c.backendNames(); err != nil || !slices.Equal(got, all[:1]) {
+			t.Errorf("--backends %s,%s: %q, %v", all[0], all[0], got, err)
+		}
 	}
 }
