@@ -496,11 +496,13 @@ spec:
 	if n, _ := admin.LLen(ctx, list).Result(); n != 30 {
 		t.Errorf("LLEN %s = %d, want 30", list, n)
 	}
-	m, err := getMA(ctx, ns, "mailer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Status.DesiredReplicas != 6 {
-		t.Errorf("MetricAutoscaler desiredReplicas %d (targets %s), want 6: it made the rescale", m.Status.DesiredReplicas, m.Status.Targets)
-	}
+	// The controller scales before it writes the status (as the HPA
+	// controller does): the Deployment can show 6 a moment before the status.
+	Eventually(t, 10*time.Second, 200*time.Millisecond, "the MetricAutoscaler's status shows the rescale to 6", func(ctx context.Context) (bool, string, error) {
+		m, err := getMA(ctx, ns, "mailer")
+		if err != nil {
+			return false, "", err
+		}
+		return m.Status.DesiredReplicas == 6, fmt.Sprintf("desiredReplicas %d (targets %s)", m.Status.DesiredReplicas, m.Status.Targets), nil
+	})
 }
