@@ -4,6 +4,17 @@ import (
 	"strings"
 )
 
+// clusterDirMark stands for the cluster's state folder in hack/adapter-config.yaml and
+// in the backends' fragments (the files they name, such as tokens and passwords, live
+// there).
+const clusterDirMark = "@CLUSTER_DIR@"
+
+// AdapterConfig is the local adapter's config: base merged with the fragments
+// (MergeAdapterConfig), with the state folder dir written for each @CLUSTER_DIR@.
+func AdapterConfig(dir string, base []byte, fragments ...[]byte) []byte {
+	return []byte(strings.ReplaceAll(string(MergeAdapterConfig(base, fragments...)), clusterDirMark, dir))
+}
+
 // MergeAdapterConfig merges adapter config fragments into base, line by line so that
 // comments stay: base's top-level settings and providers, then each fragment's providers;
 // each fragment's routes before base's (first match wins, and base ends with the memory

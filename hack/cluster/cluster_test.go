@@ -148,6 +148,23 @@ func TestParseStateErrors(t *testing.T) {
 	}
 }
 
+// TestAdapterConfigClusterDir: the base's own @CLUSTER_DIR@ (the federation
+// provider's token and CA) is the state folder too, not only the fragments'.
+func TestAdapterConfigClusterDir(t *testing.T) {
+	t.Parallel()
+	base := "providers:\n- name: fed\n  options:\n    tokenFile: '@CLUSTER_DIR@/adapter/token'\nroutes:\n- metric: '*'\n  provider: fed\n"
+	frag := "providers:\n- name: q\n  options:\n    password:\n      file: '@CLUSTER_DIR@/q/password'\nroutes:\n- metric: 'q_*'\n  provider: q\n"
+	got := string(AdapterConfig("/state", []byte(base), []byte(frag)))
+	if strings.Contains(got, "@CLUSTER_DIR@") {
+		t.Errorf("a mark is left:\n%s", got)
+	}
+	for _, want := range []string{"tokenFile: '/state/adapter/token'", "file: '/state/q/password'"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
 func TestMergeAdapterConfig(t *testing.T) {
 	t.Parallel()
 	base := `# header comment, left out

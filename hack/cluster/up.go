@@ -567,7 +567,7 @@ func (c *Cluster) writeAdapterConfig() error {
 		fragments = append(fragments, f)
 	}
 	path := filepath.Join(c.Dir, "adapter", "config.yaml")
-	if err := writeFileAtomic(path, MergeAdapterConfig(base, fragments...), 0o644); err != nil {
+	if err := writeFileAtomic(path, AdapterConfig(c.Dir, base, fragments...), 0o644); err != nil {
 		return err
 	}
 	extra := ""
