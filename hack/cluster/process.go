@@ -84,7 +84,7 @@ func (c *Cluster) PidOf(name string) (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	cmdline, err := readCmdline(pid)
 	if err != nil {
 		return 0, false
 	}
@@ -93,6 +93,22 @@ func (c *Cluster) PidOf(name string) (int, bool) {
 		return 0, false
 	}
 	return pid, true
+}
+
+// readCmdline reads /proc/PID/cmdline. Right after spawn the child may still be inside
+// execve (the parent resumes when the child leaves the shared memory, before the new
+// program's arguments are in place) and the file reads empty for a moment: it is read
+// again for up to 100 ms. A zombie's stays empty.
+func readCmdline(pid int) ([]byte, error) {
+	path := fmt.Sprintf("/proc/%d/cmdline", pid)
+	for range 50 {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) > 0 {
+			return b, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return os.ReadFile(path)
 }
 
 // Alive reports whether component name runs.
