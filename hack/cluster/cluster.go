@@ -276,3 +276,20 @@ func (c *Cluster) clusterutil(ctx context.Context, args ...string) (string, erro
 	}
 	return out, nil
 }
+
+// FindRepoRoot is the folder at or above the working directory that holds
+// hack/cluster.sh: the checkout the command, the demo and the e2e suite run from.
+func FindRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "hack", "cluster.sh")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no hack/cluster.sh at or above %s: run from the metricscale checkout, or set METRICSCALE_REPO_ROOT", dir)
+		}
+	}
+}

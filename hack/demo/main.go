@@ -118,7 +118,7 @@ func main() {
 }
 
 func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName string) (err error) {
-	root, err := repoRoot()
+	root, err := cluster.FindRepoRoot()
 	if err != nil {
 		return err
 	}
@@ -543,21 +543,4 @@ func toPNG(svg, png string) error {
 		}
 	}
 	return errors.New("no SVG converter")
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "cluster.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the demo from the metricscale checkout (no hack/cluster.sh found)")
-		}
-		dir = parent
-	}
 }

@@ -139,7 +139,7 @@ func (c *Cluster) PushAs(ctx context.Context, contentType, body string) error {
 // SetupCluster returns a handle on the local cluster, starting it (package hack/cluster,
 // what `hack/cluster.sh up` runs) when it is not running.
 func SetupCluster(ctx context.Context) (*Cluster, error) {
-	root, err := repoRoot()
+	root, err := localcluster.FindRepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -349,21 +349,6 @@ func parseEnv(out string) map[string]string {
 		env[k] = v
 	}
 	return env
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "hack", "cluster.sh")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no hack/cluster.sh above %s", dir)
-		}
-	}
 }
 
 // ---------------------------------------------------------------- namespaces

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/metricscale/metricscale/hack/cluster"
@@ -18,7 +17,7 @@ func main() {
 	root := os.Getenv("METRICSCALE_REPO_ROOT")
 	if root == "" {
 		var err error
-		if root, err = findRepoRoot(); err != nil {
+		if root, err = cluster.FindRepoRoot(); err != nil {
 			fmt.Fprintf(os.Stderr, "error: %v\n", err)
 			os.Exit(1)
 		}
@@ -32,20 +31,4 @@ func main() {
 		code = 130
 	}
 	os.Exit(code)
-}
-
-// findRepoRoot is the folder above the working directory that holds hack/cluster.sh.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "hack", "cluster.sh")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no hack/cluster.sh above %s; set METRICSCALE_REPO_ROOT", dir)
-		}
-	}
 }
