@@ -142,14 +142,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusMethodNotAllowed, "method %s not allowed: use POST", r.Method)
 		return
 	}
-	limit := int64(h.MaxInflight)
-	if limit <= 0 {
-		limit = DefaultMaxInflight
-	}
-	if h.inflight.Add(1) > limit {
-		h.inflight.Add(-1)
-		w.Header().Set("Retry-After", "1")
-		h.fail(w, r, http.StatusTooManyRequests, "too many concurrent pushes (at most %d): retry later", limit)
+	if !h.admit(&h.inflight, w, r, "pushes") {
 		return
 	}
 	defer h.inflight.Add(-1)
@@ -222,4 +215,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	klog.V(5).InfoS("Push stored", "samples", len(samples), "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// admit counts a request in inflight, or answers 429 when MaxInflight are
+// already in flight (pushers' and peers' batches each have their own count).
+// The caller releases an admitted request with inflight.Add(-1).
+func (h *Handler) admit(inflight *atomic.Int64, w http.ResponseWriter, r *http.Request, what string) bool {
+	limit := int64(h.MaxInflight)
+	if limit <= 0 {
+		limit = DefaultMaxInflight
+	}
+	if inflight.Add(1) > limit {
+		inflight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusTooManyRequests, "too many concurrent %s (at most %d): retry later", what, limit)
+		return false
+	}
+	return true
 }

@@ -936,14 +936,7 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 			})
 		}
 	case http.MethodPost:
-		limit := int64(h.MaxInflight)
-		if limit <= 0 {
-			limit = DefaultMaxInflight
-		}
-		if h.replInflight.Add(1) > limit {
-			h.replInflight.Add(-1)
-			w.Header().Set("Retry-After", "1")
-			h.fail(w, req, http.StatusTooManyRequests, "too many concurrent batches (at most %d): retry later", limit)
+		if !h.admit(&h.replInflight, w, req, "batches") {
 			return
 		}
 		defer h.replInflight.Add(-1)
