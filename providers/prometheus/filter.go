@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
+
+	"github.com/metricscale/metricscale/providers"
 )
 
 // externalSet is one whole-metric answer prepared once for every external
@@ -21,12 +23,17 @@ import (
 type externalSet struct {
 	items []external_metrics.ExternalMetricValue
 	keys  map[string]bool // label names at least one item has
+	// refused holds, by item position, why an item's value may not be
+	// served (providers.CheckValue); nil when every value may be. A
+	// selection holding a refused item is refused, one without it is
+	// served: a NaN on queue a does not fail queue=b.
+	refused map[int32]error
 
 	mu    sync.Mutex
 	index map[string]map[string][]int32 // label → value → item positions
 }
 
-func newExternalSet(metric string, v pmodel.Value) (*externalSet, error) {
+func newExternalSet(provider, metric string, v pmodel.Value, policy providers.ValuePolicy) (*externalSet, error) {
 	vec, err := vectorOf(v)
 	if err != nil {
 		return nil, err
@@ -41,14 +48,33 @@ func newExternalSet(metric string, v pmodel.Value) (*externalSet, error) {
 			lbls[string(k)] = string(v)
 			set.keys[string(k)] = true
 		}
+		var q resource.Quantity
+		if err := providers.CheckValue(provider, metric, labels.Set(lbls).String(), float64(s.Value), policy); err != nil {
+			if set.refused == nil {
+				set.refused = map[int32]error{}
+			}
+			set.refused[int32(len(set.items))] = err
+		} else {
+			q = quantityText(float64(s.Value))
+		}
 		set.items = append(set.items, external_metrics.ExternalMetricValue{
 			MetricName:   metric,
 			MetricLabels: lbls,
 			Timestamp:    metav1.NewTime(s.Timestamp.Time()),
-			Value:        quantityText(float64(s.Value)),
+			Value:        q,
 		})
 	}
 	return set, nil
+}
+
+// all returns every item, or the refusal of the first refused one.
+func (s *externalSet) all() ([]external_metrics.ExternalMetricValue, error) {
+	for i := range s.items {
+		if err := s.refused[int32(i)]; err != nil {
+			return nil, err
+		}
+	}
+	return s.items, nil
 }
 
 // quantityText is Quantity with its text computed once: the response
@@ -84,21 +110,23 @@ func (s *externalSet) positions(key, value string) []int32 {
 // differ from putting sel into the query as label matchers (see
 // filterableRequirement, and a selected label that no item has: the query
 // aggregates it away, so only matchers inside the query can apply it); the
-// caller then queries with the matchers, as prometheus-adapter does.
-func (s *externalSet) selectItems(sel labels.Selector) (items []external_metrics.ExternalMetricValue, ok bool) {
+// caller then queries with the matchers, as prometheus-adapter does. err is
+// the refusal of a selected item's value.
+func (s *externalSet) selectItems(sel labels.Selector) (items []external_metrics.ExternalMetricValue, ok bool, err error) {
 	if sel == nil || sel.Empty() {
-		return s.items, true
+		items, err = s.all()
+		return items, true, err
 	}
 	reqs, selectable := sel.Requirements()
 	if !selectable {
-		return nil, false
+		return nil, false, nil
 	}
 	var candidates []int32
 	narrowed := false
 	for i := range reqs {
 		r := &reqs[i]
 		if !filterableRequirement(r) || !s.keys[r.Key()] {
-			return nil, false
+			return nil, false, nil
 		}
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals, selection.In:
@@ -115,21 +143,31 @@ func (s *externalSet) selectItems(sel labels.Selector) (items []external_metrics
 			}
 		}
 	}
+	pick := func(i int32) error {
+		if !sel.Matches(labels.Set(s.items[i].MetricLabels)) {
+			return nil
+		}
+		if err := s.refused[i]; err != nil {
+			return err
+		}
+		items = append(items, s.items[i])
+		return nil
+	}
 	if !narrowed {
 		for i := range s.items {
-			if sel.Matches(labels.Set(s.items[i].MetricLabels)) {
-				items = append(items, s.items[i])
+			if err := pick(int32(i)); err != nil {
+				return nil, true, err
 			}
 		}
-		return items, true
+		return items, true, nil
 	}
 	items = make([]external_metrics.ExternalMetricValue, 0, len(candidates))
 	for _, i := range candidates {
-		if sel.Matches(labels.Set(s.items[i].MetricLabels)) {
-			items = append(items, s.items[i])
+		if err := pick(i); err != nil {
+			return nil, true, err
 		}
 	}
-	return items, true
+	return items, true, nil
 }
 
 // filterableRequirement tells whether matching r against result labels
@@ -172,4 +210,8 @@ func promLabelName(s string) bool {
 
 // objectSet is one answer of a custom rule's query for all objects of a
 // namespace, by object name, with values prepared as in externalSet.
-type objectSet map[string]custom_metrics.MetricValue
+type objectSet struct {
+	values map[string]custom_metrics.MetricValue
+	// refused holds, by object name, why its value may not be served.
+	refused map[string]error
+}

@@ -364,7 +364,10 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		}
 		return nil, providers.NewObjectNotFound(res.GR, info.Metric, object)
 	}
-	mv := metricValue(res, ns, name.Name, info.Metric, metricSelector, s)
+	mv, err := p.metricValue(res, ns, name.Name, info.Metric, metricSelector, s)
+	if err != nil {
+		return nil, err
+	}
 	return &mv, nil
 }
 
@@ -412,7 +415,12 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		}
 		out.Items = make([]custom_metrics.MetricValue, 0, len(names))
 		for _, n := range names {
-			if mv, ok := all[n]; ok {
+			// one refused value fails the answer: the HPA averages the
+			// items, and an average without it is as wrong as one with it
+			if err := all.refused[n]; err != nil {
+				return nil, err
+			}
+			if mv, ok := all.values[n]; ok {
 				out.Items = append(out.Items, mv)
 			}
 		}
@@ -426,7 +434,11 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		}
 		for _, n := range names {
 			if s, ok := values[n]; ok {
-				out.Items = append(out.Items, metricValue(res, ns, n, info.Metric, metricSelector, s))
+				mv, err := p.metricValue(res, ns, n, info.Metric, metricSelector, s)
+				if err != nil {
+					return nil, err
+				}
+				out.Items = append(out.Items, mv)
 			}
 		}
 	}
@@ -439,7 +451,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 // allObjects runs a custom rule's query for every object of res in ns (see
 // rules.Query.BuildAll) and returns its values by object name, prepared
 // once per result; with several samples for one object the last wins.
-func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Resource, ns, metric string, metricSelector labels.Selector) (objectSet, error) {
+func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Resource, ns, metric string, metricSelector labels.Selector) (*objectSet, error) {
 	q, err := p.wholeQuery(e, res.GR, ns, metricSelector, func() (string, error) {
 		return e.Rule.QueryAll(e.Series, res.GR, ns, metricSelector)
 	})
@@ -459,7 +471,7 @@ func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Re
 		if err != nil {
 			return nil, err
 		}
-		out := make(objectSet, len(vec))
+		out := &objectSet{values: make(map[string]custom_metrics.MetricValue, len(vec))}
 		for _, s := range vec {
 			if s == nil {
 				continue
@@ -468,17 +480,38 @@ func (p *Provider) allObjects(ctx context.Context, e rules.Entry, res *naming.Re
 			if name == "" {
 				continue
 			}
-			out[name] = metricValue(res, ns, name, metric, metricSelector, s)
+			// the last sample wins, refused or not
+			mv, err := p.metricValue(res, ns, name, metric, metricSelector, s)
+			if err != nil {
+				if out.refused == nil {
+					out.refused = map[string]error{}
+				}
+				out.refused[name] = err
+				delete(out.values, name)
+				continue
+			}
+			delete(out.refused, name)
+			out.values[name] = mv
 		}
 		return out, nil
 	})
 	if err != nil {
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
 	}
-	return v.(objectSet), nil
+	return v.(*objectSet), nil
 }
 
-func metricValue(res *naming.Resource, ns, name, metric string, msel labels.Selector, s *pmodel.Sample) custom_metrics.MetricValue {
+// metricValue is a custom metric's value for one object, or its refusal
+// (providers.CheckValue): not finite. Negative values are served, as
+// prometheus-adapter serves them (see Rule.AllowNegative).
+func (p *Provider) metricValue(res *naming.Resource, ns, name, metric string, msel labels.Selector, s *pmodel.Sample) (custom_metrics.MetricValue, error) {
+	object := name
+	if ns != "" {
+		object = ns + "/" + name
+	}
+	if err := providers.CheckValue(p.name, metric, res.GR.String()+" "+object, float64(s.Value), providers.ValuePolicy{AllowNegative: true}); err != nil {
+		return custom_metrics.MetricValue{}, err
+	}
 	mv := custom_metrics.MetricValue{
 		DescribedObject: custom_metrics.ObjectReference{APIVersion: res.APIVersion, Kind: res.Kind, Namespace: ns, Name: name},
 		Metric:          custom_metrics.MetricIdentifier{Name: metric},
@@ -490,7 +523,7 @@ func metricValue(res *naming.Resource, ns, name, metric string, msel labels.Sele
 			mv.Metric.Selector = ls
 		}
 	}
-	return mv
+	return mv, nil
 }
 
 // GetExternalMetric implements providers.ExternalProvider: one item per
@@ -518,7 +551,10 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		if err != nil {
 			return nil, err
 		}
-		if items, ok := set.selectItems(metricSelector); ok {
+		if items, ok, err := set.selectItems(metricSelector); ok {
+			if err != nil {
+				return nil, err
+			}
 			return p.externalList(info.Metric, namespace, metricSelector, items)
 		}
 	}
@@ -526,7 +562,11 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err != nil {
 		return nil, err
 	}
-	return p.externalList(info.Metric, namespace, metricSelector, set.items)
+	items, err := set.all()
+	if err != nil {
+		return nil, err
+	}
+	return p.externalList(info.Metric, namespace, metricSelector, items)
 }
 
 // externalSet runs an external rule's query with sel as matchers and
@@ -542,7 +582,8 @@ func (p *Provider) externalSet(ctx context.Context, e rules.Entry, namespace, me
 	if err != nil {
 		return nil, err
 	}
-	v, err := res.derived("external\x00"+metric, func(v pmodel.Value) (any, error) { return newExternalSet(metric, v) })
+	policy := providers.ValuePolicy{AllowNegative: e.Rule.AllowNegative}
+	v, err := res.derived("external\x00"+metric, func(v pmodel.Value) (any, error) { return newExternalSet(p.name, metric, v, policy) })
 	if err != nil {
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("metric %s: %w", metric, err))
 	}
@@ -601,8 +642,9 @@ func (p *Provider) externalList(metric, namespace string, sel labels.Selector, i
 }
 
 // Quantity converts a sample as prometheus-adapter does: milli-units,
-// truncated; NaN is 0 (and ±Inf the largest quantity, where
-// prometheus-adapter's int64 conversion is undefined).
+// truncated. Custom and external values reach it checked (finite); for
+// resource metrics NaN is 0 and ±Inf the largest quantity, where
+// prometheus-adapter's int64 conversion is undefined.
 func Quantity(v float64) resource.Quantity {
 	return milli(v, resource.DecimalSI)
 }

@@ -155,7 +155,7 @@ func TestCustomMetricBySelector(t *testing.T) {
 		}
 		return []sample{
 			{map[string]string{"pod": "web-0"}, "1"},
-			{map[string]string{"pod": "web-2"}, "NaN"},
+			{map[string]string{"pod": "web-2"}, "-0.5"},
 			{map[string]string{"pod": "gone"}, "9"},
 		}, nil
 	}
@@ -169,8 +169,9 @@ func TestCustomMetricBySelector(t *testing.T) {
 	for _, it := range list.Items {
 		got = append(got, it.DescribedObject.Name+"="+it.Value.String())
 	}
-	// a pod without a value is left out; NaN is 0 as in prometheus-adapter
-	if strings.Join(got, " ") != "web-0=1 web-2=0" {
+	// a pod without a value is left out; a negative value is served as in
+	// prometheus-adapter (NaN is refused: TestValuesChecked)
+	if strings.Join(got, " ") != "web-0=1 web-2=-500m" {
 		t.Errorf("items %v", got)
 	}
 	if objs.calls.Load() != 1 {

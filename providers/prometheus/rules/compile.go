@@ -19,6 +19,9 @@ type Rule struct {
 	Field string
 	// External tells an externalRules entry.
 	External bool
+	// AllowNegative is DiscoveryRule.AllowNegative: always true for a
+	// custom rule, whose negative values are served.
+	AllowNegative bool
 
 	seriesQuery string
 	filters     []filter
@@ -102,9 +105,12 @@ func Compile(field string, cfg Config, resolver *naming.Resolver) (*Set, error) 
 }
 
 func compileRule(field string, r DiscoveryRule, external bool, resolver *naming.Resolver) (*Rule, error) {
-	rule := &Rule{Field: field, External: external, seriesQuery: r.SeriesQuery}
+	rule := &Rule{Field: field, External: external, seriesQuery: r.SeriesQuery, AllowNegative: !external || r.AllowNegative}
 	if strings.TrimSpace(r.SeriesQuery) == "" {
 		return nil, fmt.Errorf("%s.seriesQuery: must not be empty", field)
+	}
+	if !external && r.AllowNegative {
+		return nil, fmt.Errorf("%s.allowNegative: applies to externalRules only: custom metrics serve negative values already", field)
 	}
 	for j, f := range r.SeriesFilters {
 		m, err := compileFilter(f)

@@ -39,6 +39,13 @@ type DiscoveryRule struct {
 	// MetricsQuery is the PromQL template (<< >> delimiters) over .Series,
 	// .LabelMatchers, .LabelValuesByName, .GroupBy and .GroupBySlice.
 	MetricsQuery string `json:"metricsQuery,omitempty"`
+	// AllowNegative (externalRules only; a metricscale addition that
+	// prometheus-adapter does not know) serves the rule's negative values.
+	// Without it an external value below zero is refused with a 503: a
+	// queue length or a lag below zero is a bug or a wrapped sum, and read
+	// by an HPA it would mean "no load". Custom metrics (rules) serve
+	// negative values as prometheus-adapter does (a deriv() is signed).
+	AllowNegative bool `json:"allowNegative,omitempty"`
 }
 
 // RegexFilter keeps the series whose name matches Is, or does not match
