@@ -46,9 +46,7 @@ import (
 	// Registers client-go's request and workqueue metrics, as kube-controller-manager does.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	"k8s.io/klog/v2"
-	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
 	customclient "k8s.io/metrics/pkg/client/custom_metrics"
-	externalclient "k8s.io/metrics/pkg/client/external_metrics"
 	"k8s.io/utils/clock"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
@@ -85,18 +83,21 @@ type Options struct {
 	// autoscalers is not held by the scale and status requests' limit.
 	MetricsAPIQPS   float32
 	MetricsAPIBurst int
-	Workers         int
-	HPAObjects      bool
-	HPASyncPeriod   time.Duration
-	HistorySync     time.Duration
-	BindAddress     string
-	Profiling       bool
-	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
-	Identity        string
-	Tolerance       float64
-	CPUInitPeriod   time.Duration
-	ReadinessDelay  time.Duration
-	DownscaleWindow time.Duration
+	// MetricReadTimeout bounds one reconcile's metric reads (never more
+	// than the object's sync period).
+	MetricReadTimeout time.Duration
+	Workers           int
+	HPAObjects        bool
+	HPASyncPeriod     time.Duration
+	HistorySync       time.Duration
+	BindAddress       string
+	Profiling         bool
+	LeaderElection    componentbaseconfig.LeaderElectionConfiguration
+	Identity          string
+	Tolerance         float64
+	CPUInitPeriod     time.Duration
+	ReadinessDelay    time.Duration
+	DownscaleWindow   time.Duration
 	// ChangeFeed is the adapter's change feed, off without a URL.
 	ChangeFeed ChangeFeedOptions
 	// Gates holds the HPA gates and the logging ones.
@@ -123,7 +124,7 @@ func NewOptions() *Options {
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	return &Options{
 		KubeAPIQPS: 100, KubeAPIBurst: 200, KubeAPIContentType: runtime.ContentTypeProtobuf,
-		MetricsAPIQPS: 1000, MetricsAPIBurst: 2000,
+		MetricsAPIQPS: 1000, MetricsAPIBurst: 2000, MetricReadTimeout: controller.DefaultMetricReadTimeout,
 		Workers: 20, HPASyncPeriod: defaults.SyncPeriod, HistorySync: 5 * time.Minute,
 		// Unauthenticated: only this host may read it (see README).
 		BindAddress: "127.0.0.1:8080",
@@ -152,6 +153,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "content type of requests to built-in APIs and the metrics APIs (scale reads and writes, events, metric reads); custom resources always use JSON")
 	fs.Float32Var(&o.MetricsAPIQPS, "metrics-api-qps", o.MetricsAPIQPS, "queries per second to the metrics APIs (custom, external, resource), limited apart from --kube-api-qps: N autoscalers at a sync period P read about N/P a second")
 	fs.IntVar(&o.MetricsAPIBurst, "metrics-api-burst", o.MetricsAPIBurst, "burst of queries to the metrics APIs")
+	fs.DurationVar(&o.MetricReadTimeout, "metric-read-timeout", o.MetricReadTimeout, "deadline of one reconcile's metric reads, all metrics together, and never more than the object's sync period: a read it cuts is a failed read (no scale-down on it), so a hung adapter holds a worker at most this long")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "autoscalers reconciled concurrently")
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
@@ -202,6 +204,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MetricsAPIQPS <= 0 || o.MetricsAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--metrics-api-qps and --metrics-api-burst must be positive, got %v and %d", o.MetricsAPIQPS, o.MetricsAPIBurst))
+	}
+	if o.MetricReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--metric-read-timeout must be positive, got %s", o.MetricReadTimeout))
 	}
 	if o.KubeAPIContentType != runtime.ContentTypeProtobuf && o.KubeAPIContentType != runtime.ContentTypeJSON {
 		errs = append(errs, fmt.Errorf("--kube-api-content-type must be %s or %s, got %q", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, o.KubeAPIContentType))
@@ -256,7 +261,8 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	ctrl, err := controller.New(controller.Config{
 		Settings: o.Settings(), Workers: o.Workers, HPASyncPeriod: o.HPASyncPeriod, HistorySyncInterval: o.HistorySync,
-		Recorder: tapes,
+		MetricReadTimeout: o.MetricReadTimeout,
+		Recorder:          tapes,
 	}, clients, inf, recorder, clock.RealClock{})
 	if err != nil {
 		return err
@@ -524,17 +530,9 @@ func (l *leadership) get() (bool, string) {
 }
 
 func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper) (metricsource.Source, error) {
-	res, err := resourceclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
 	apis := customclient.NewAvailableAPIsGetter(kube.Discovery())
 	go customclient.PeriodicallyInvalidate(apis, 5*time.Minute, ctx.Done())
-	ext, err := externalclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &metricsource.REST{Resource: res, Custom: customclient.NewForConfig(cfg, mapper, apis), External: ext, Observe: controller.ObserveMetricRead}, nil
+	return metricsource.NewREST(cfg, mapper, apis, controller.ObserveMetricRead)
 }
 
 func serve(ctx context.Context, addr string, h http.Handler) (*http.Server, error) {

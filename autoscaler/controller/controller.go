@@ -66,6 +66,10 @@ type Config struct {
 	// Recorder keeps the inputs and decisions of MetricAutoscalers'
 	// reconciles (--record); nil records nothing.
 	Recorder *mrecord.Recorder
+	// MetricReadTimeout bounds the metric reads of one reconcile
+	// (--metric-read-timeout; 0: DefaultMetricReadTimeout), and is never
+	// more than the object's sync period. A read it cuts is a failed read.
+	MetricReadTimeout time.Duration
 }
 
 // Clients are what the controller talks to.
@@ -299,7 +303,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
 	rec := c.cfg.Recorder.Begin(ma)
-	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, func(in *decision.Input) {
+	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
 		rec.Input(in) // last: the recording takes the input as the core gets it
@@ -376,7 +380,7 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	hpa := cached.DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
 	hist := c.recall(key, hpa.UID)
-	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, nil)
+	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, c.cfg.HPASyncPeriod, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
 	if apiequality.Semantic.DeepEqual(cached.Status, res.Status) {
@@ -521,14 +525,19 @@ func (c *Controller) remember(key string, uid types.UID, h behavior.History) *me
 }
 
 // decide runs one reconcile of the core around the scale read and write;
-// extra adds a MetricAutoscaler's own inputs.
-func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, extra func(*decision.Input)) decision.Result {
+// extra adds a MetricAutoscaler's own inputs. The core's metric reads
+// share one deadline (readTimeout of period); the scale read and write
+// are not under it.
+func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, period time.Duration, extra func(*decision.Input)) decision.Result {
 	sc, gr, scaleErr := c.getScale(ctx, hpa)
+	timeout := c.readTimeout(period)
+	readCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	in := decision.Input{
 		Autoscaler: hpa,
 		ScaleErr:   scaleErr,
 		Pods:       lazyPods{c, hpa.Namespace},
-		Metrics:    c.clients.Metrics,
+		Metrics:    deadlineSource{Source: c.clients.Metrics, timeout: timeout},
 		History:    hist,
 		Settings:   settings,
 		Now:        c.clock.Now(),
@@ -539,7 +548,8 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	if extra != nil {
 		extra(&in)
 	}
-	plan := decision.Decide(ctx, in)
+	plan := decision.Decide(readCtx, in)
+	cancel()
 	switch {
 	case !plan.Rescale:
 		return plan.Finish(nil)
