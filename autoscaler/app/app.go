@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
@@ -325,15 +326,24 @@ func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Cli
 	if err != nil {
 		return nil, controller.Clients{}, err
 	}
-	// The metrics APIs in protobuf too (their types have it, and
-	// kube-controller-manager reads them so), with a rate limit of their own.
-	metricsCfg := rest.CopyConfig(builtin)
-	metricsCfg.QPS, metricsCfg.Burst = o.MetricsAPIQPS, o.MetricsAPIBurst
-	source, err := metricsSource(ctx, metricsCfg, kube, mapper)
+	source, err := metricsSource(ctx, o.metricsConfig(builtin), kube, mapper)
 	if err != nil {
 		return nil, controller.Clients{}, err
 	}
 	return cfg, controller.Clients{Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, nil
+}
+
+// metricsConfig is the metrics APIs' client config: protobuf too (their
+// types have it, and kube-controller-manager reads them so), and one rate
+// limit of their own (--metrics-api-qps/--metrics-api-burst) that the
+// resource, custom and external metrics clients share, so that the flag
+// bounds all metric reads together (each client made its own limiter from
+// QPS and Burst before: up to three times the figure).
+func (o *Options) metricsConfig(builtin *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(builtin)
+	cfg.QPS, cfg.Burst = o.MetricsAPIQPS, o.MetricsAPIBurst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.MetricsAPIQPS, o.MetricsAPIBurst)
+	return cfg
 }
 
 // makeEventRecorder starts the broadcaster of the controller's events (the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 )
 
 // TestFlags: component-base's leader election, feature gate and logging
@@ -27,7 +28,7 @@ func TestFlags(t *testing.T) {
 		"--kubeconfig=kc", "--bind-address=127.0.0.1:6446", "--leader-elect=true", "--leader-elect-namespace=ns",
 		"--leader-elect-resource-name=lease", "--leader-elect-lease-duration=20s", "--leader-elect-identity=me",
 		"--feature-gates=HPAScaleToZero=true,HPAConfigurableTolerance=false", "--kube-api-qps=50", "--kube-api-burst=80",
-		"--metrics-api-qps=300", "--metrics-api-burst=400",
+		"--metrics-api-qps=300", "--metrics-api-burst=400", "--metric-read-timeout=3s",
 		"-v=2", "--logging-format=text",
 	}
 	if err := fs.Parse(args); err != nil {
@@ -46,6 +47,15 @@ func TestFlags(t *testing.T) {
 	if o.MetricsAPIQPS != 300 || o.MetricsAPIBurst != 400 {
 		t.Errorf("metrics qps %v burst %d", o.MetricsAPIQPS, o.MetricsAPIBurst)
 	}
+	if o.MetricReadTimeout != 3*time.Second || NewOptions().MetricReadTimeout != 10*time.Second {
+		t.Errorf("--metric-read-timeout %s (default %s), want 3s (10s)", o.MetricReadTimeout, NewOptions().MetricReadTimeout)
+	}
+	// one limiter for the three metrics APIs, of the flags' figures
+	base := &rest.Config{Host: "https://kube", QPS: 50, Burst: 80}
+	mc := o.metricsConfig(base)
+	if mc.RateLimiter == nil || mc.RateLimiter.QPS() != 300 || base.RateLimiter != nil {
+		t.Errorf("metrics client config: limiter %v, base %v; want one shared 300 qps limiter", mc.RateLimiter, base.RateLimiter)
+	}
 	if o.Logging.Verbosity != 2 {
 		t.Errorf("verbosity %d, want 2", o.Logging.Verbosity)
 	}
@@ -59,6 +69,11 @@ func TestFlags(t *testing.T) {
 	bad.KubeAPIContentType = "text/plain"
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 		t.Errorf("--kube-api-content-type=text/plain: %v", err)
+	}
+	bad = NewOptions()
+	bad.MetricReadTimeout = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--metric-read-timeout") {
+		t.Errorf("--metric-read-timeout=0: %v", err)
 	}
 	bad = NewOptions()
 	bad.MetricsAPIQPS = 0

@@ -537,7 +537,7 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 		Autoscaler: hpa,
 		ScaleErr:   scaleErr,
 		Pods:       lazyPods{c, hpa.Namespace},
-		Metrics:    deadlineSource{Source: c.clients.Metrics, timeout: timeout},
+		Metrics:    deadlineSource{Source: c.batch(hpa, sc), timeout: timeout},
 		History:    hist,
 		Settings:   settings,
 		Now:        c.clock.Now(),

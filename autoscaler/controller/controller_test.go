@@ -89,7 +89,7 @@ func metricAutoscaler(mutate func(*v1alpha1.MetricAutoscaler)) *v1alpha1.MetricA
 	return ma
 }
 
-func newFixture(t *testing.T, ma *v1alpha1.MetricAutoscaler, replicas int32, depth int64) *fixture {
+func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, depth int64) *fixture {
 	t.Helper()
 	f := &fixture{replicas: replicas, recorder: record.NewFakeRecorder(100), clock: clocktesting.NewFakeClock(t0), src: &queue{depth: depth}}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)

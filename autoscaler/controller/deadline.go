@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,7 +45,10 @@ type deadlineSource struct {
 }
 
 func (d deadlineSource) explain(ctx context.Context, err error) error {
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	// the read was cut by the deadline, not failed for a reason of its own
+	// while another read used the time up
+	cut := errors.Is(err, context.DeadlineExceeded) || err != nil && strings.Contains(err.Error(), "deadline")
+	if cut && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within the reconcile's metric read deadline of %s (--metric-read-timeout, at most the sync period): %w", d.timeout, err)
 	}
 	return err
@@ -67,4 +72,29 @@ func (d deadlineSource) ObjectMetric(ctx context.Context, metricName, namespace 
 func (d deadlineSource) ExternalMetric(ctx context.Context, metricName, namespace string, selector labels.Selector) ([]int64, time.Time, error) {
 	v, ts, err := d.Source.ExternalMetric(ctx, metricName, namespace, selector)
 	return v, ts, d.explain(ctx, err)
+}
+
+// metricReadsPerObject bounds the concurrent metric reads of one
+// reconcile: an object with many metrics waits for about
+// len/metricReadsPerObject reads instead of all of them in turn, and
+// --workers objects at once make at most workers × this many reads.
+const metricReadsPerObject = 8
+
+// batch is the metrics source of one reconcile of hpa: its spec's reads
+// made concurrently (metricsource.Batch) when it has more than one.
+func (c *Controller) batch(hpa *autoscalingv2.HorizontalPodAutoscaler, sc *autoscalingv1.Scale) metricsource.Source {
+	if len(hpa.Spec.Metrics) < 2 {
+		return c.clients.Metrics
+	}
+	var pods labels.Selector
+	if sc != nil && sc.Status.Selector != "" {
+		if sel, err := labels.Parse(sc.Status.Selector); err == nil {
+			pods = sel
+		}
+	}
+	reads := metricsource.ReadsOf(hpa.Spec.Metrics, pods)
+	if len(reads) < 2 {
+		return c.clients.Metrics
+	}
+	return metricsource.NewBatch(c.clients.Metrics, hpa.Namespace, reads, metricReadsPerObject)
 }

@@ -32,7 +32,7 @@ func (fixedVersion) Invalidate() {}
 
 // adapterServer serves external.metrics.k8s.io: metric "slow" never
 // answers (until the client gives up), any other answers value.
-func adapterServer(t *testing.T, value string) *httptest.Server {
+func adapterServer(t testing.TB, value string) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metric := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
@@ -51,7 +51,7 @@ func adapterServer(t *testing.T, value string) *httptest.Server {
 	return srv
 }
 
-func restSource(t *testing.T, url string) *metricsource.REST {
+func restSource(t testing.TB, url string) *metricsource.REST {
 	t.Helper()
 	src, err := metricsource.NewREST(&rest.Config{Host: url, QPS: -1}, nil, fixedVersion{}, nil)
 	if err != nil {
