@@ -134,6 +134,7 @@ type Controller struct {
 
 	podsOnce  sync.Once
 	workloads *workloadScales
+	guard     *metricsAPIGuard
 }
 
 // New wires a controller to its informers.
@@ -144,6 +145,7 @@ func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecord
 		memory:    map[string]*memo{},
 		workloads: &workloadScales{informer: inf.Workload},
 	}
+	c.guard = &metricsAPIGuard{c: c}
 	// The cache keeps typed objects without managedFields: an unstructured
 	// MetricAutoscaler costs many times the memory of a typed one.
 	if err := inf.MetricAutoscalers.SetTransform(c.trimMA); err != nil {
@@ -303,11 +305,18 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	settings := c.cfg.Settings
 	settings.Gates.ScaleToZero = true
 	rec := c.cfg.Recorder.Begin(ma)
-	res := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, func(in *decision.Input) {
+	var guard func(context.Context, *autoscalingv2.HorizontalPodAutoscaler, *autoscalingv1.Scale) (backend, bool)
+	if ma.Annotations[AllowMetricsAPITargetAnnotation] != "true" {
+		guard = c.guard.served
+	}
+	res, refused := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, guard, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
 		rec.Input(in) // last: the recording takes the input as the core gets it
 	})
+	if refused != nil {
+		refuseMetricsAPITarget(ma, *refused, &res, c.clock.Now())
+	}
 	c.report(ma, res.Events)
 
 	now := c.clock.Now()
@@ -380,7 +389,7 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	hpa := cached.DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
 	hist := c.recall(key, hpa.UID)
-	res := c.decide(ctx, hpa, hist, c.cfg.Settings, false, c.cfg.HPASyncPeriod, nil)
+	res, _ := c.decide(ctx, hpa, hist, c.cfg.Settings, false, c.cfg.HPASyncPeriod, nil, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
 	if apiequality.Semantic.DeepEqual(cached.Status, res.Status) {
@@ -447,10 +456,18 @@ func (c *Controller) trimMA(obj any) (any, error) {
 
 // trimmed keeps of ma what a reconcile reads: the rest of the status is
 // made anew by each reconcile, and labels and annotations (kubectl's
-// last-applied configuration among them) are read by none.
+// last-applied configuration among them) are read by none but the
+// guard's opt-in (AllowMetricsAPITargetAnnotation).
 func trimmed(ma *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
 	ma.Status.History, ma.Status.CurrentMetrics, ma.Status.Reference, ma.Status.Targets, ma.Status.MetricProposals = nil, nil, "", "", nil
-	ma.Labels, ma.Annotations = nil, nil
+	ma.Labels = nil
+	// of the annotations (kubectl's last-applied configuration among them)
+	// only the guard's opt-in is read
+	allow, ok := ma.Annotations[AllowMetricsAPITargetAnnotation]
+	ma.Annotations = nil
+	if ok {
+		ma.Annotations = map[string]string{AllowMetricsAPITargetAnnotation: allow}
+	}
 	return ma
 }
 
@@ -527,9 +544,17 @@ func (c *Controller) remember(key string, uid types.UID, h behavior.History) *me
 // decide runs one reconcile of the core around the scale read and write;
 // extra adds a MetricAutoscaler's own inputs. The core's metric reads
 // share one deadline (readTimeout of period); the scale read and write
-// are not under it.
-func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, period time.Duration, extra func(*decision.Input)) decision.Result {
+// are not under it. A guard that finds the target serving a metrics API
+// makes it a dry run and returns that API's backend.
+func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, period time.Duration,
+	guard func(context.Context, *autoscalingv2.HorizontalPodAutoscaler, *autoscalingv1.Scale) (backend, bool), extra func(*decision.Input)) (decision.Result, *backend) {
 	sc, gr, scaleErr := c.getScale(ctx, hpa)
+	var refused *backend
+	if guard != nil && scaleErr == nil {
+		if b, ok := guard(ctx, hpa, sc); ok {
+			refused, dryRun = &b, true
+		}
+	}
 	timeout := c.readTimeout(period)
 	readCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -552,11 +577,11 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	cancel()
 	switch {
 	case !plan.Rescale:
-		return plan.Finish(nil)
+		return plan.Finish(nil), refused
 	case dryRun:
-		return plan.FinishDryRun()
+		return plan.FinishDryRun(), refused
 	}
-	return plan.Finish(c.updateScale(ctx, hpa, gr, sc, plan.DesiredReplicas))
+	return plan.Finish(c.updateScale(ctx, hpa, gr, sc, plan.DesiredReplicas)), refused
 }
 
 // getScale reads the target's scale (from the workload cache for apps/v1

@@ -98,7 +98,7 @@ func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 	}
 	scheme := runtime.NewScheme()
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "MetricAutoscalerList"},
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "MetricAutoscalerList", apiServicesGVR: "APIServiceList"},
 		&unstructured.Unstructured{Object: u})
 	// The status subresource as the API server serves it: the status of
 	// the request on the rest of the stored object.
