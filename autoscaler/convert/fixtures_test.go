@@ -333,6 +333,85 @@ func TestKEDAFixtures(t *testing.T) {
 			}
 			wantFatal(t, res, "ScaledObject shop/env", "--env RABBIT_URL=VALUE")
 		}},
+		{file: "mixed.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Name != "orders-consumer" {
+				t.Fatalf("converted %d MetricAutoscalers, want orders-consumer", len(res.MetricAutoscalers))
+			}
+			p := providerOf(t, cfg, routeOf(cfg, "keda-orders-orders-consumer-s0-redis-streams"))
+			if got := dump(p.Options); !strings.Contains(got, `"address":"redis.orders.svc.cluster.local:6379"`) ||
+				!strings.Contains(got, `"password":{"file":"/etc/metricscale/secrets/redis-password/password"}`) ||
+				!strings.Contains(got, `"type":"streamPending"`) || !strings.Contains(got, `"group":"consumer-group-1"`) {
+				t.Errorf("provider options %s: want the Deployment's host and port, the Secret's key as a file, the group's pending entries", got)
+			}
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `mount Secret "redis-password" (key "password")`)
+			wantFatal(t, res, "ScaledJob orders/orders-batch", "")
+			for _, want := range []string{"Secret orders/redis-password: skipped", "ServiceAccount orders/orders-consumer: skipped", "Deployment orders/orders-consumer: skipped", "Service orders/redis: skipped", "ClusterTriggerAuthentication unused-cluster-auth: skipped: no trigger"} {
+				if !strings.Contains(strings.Join(res.Notes, "\n"), want) {
+					t.Errorf("notes %q: want %q", res.Notes, want)
+				}
+			}
+			noSecretValue(t, res, "c3VwZXItc2VjcmV0LXZhbHVl", "super-secret-value")
+		}},
+		{file: "redis-streams.yaml", env: map[string]string{"REDIS_PASSWORD": "from-env-value"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			want := map[string]string{
+				"keda-default-redis-streams-scaledobject-s0-redis-streams": `"group":"consumer-group-1","key":"my-stream","name":"keda-default-redis-streams-scaledobject-s0-redis-streams","namespace":"default","type":"streamPending"`,
+				"keda-default-redis-streams-length-s0-redis-streams":       `"key":"my-stream","name":"keda-default-redis-streams-length-s0-redis-streams","namespace":"default","type":"streamLength"`,
+				"keda-default-redis-streams-lag-s0-redis-streams":          `"group":"consumer-group-1","key":"my-stream","name":"keda-default-redis-streams-lag-s0-redis-streams","namespace":"default","type":"streamLag"`,
+			}
+			if len(cfg.Providers) != 2 {
+				t.Errorf("%d providers: want memory and one redis provider shared by the three triggers", len(cfg.Providers))
+			}
+			for metric, entry := range want {
+				if !strings.Contains(dump(res.Adapter), entry) {
+					t.Errorf("no entry %s for %s in %s", entry, metric, dump(res.Adapter))
+				}
+			}
+			targets := map[string]string{"redis-streams-scaledobject": "10", "redis-streams-length": "50", "redis-streams-lag": "10"}
+			for _, ma := range res.MetricAutoscalers {
+				if got := ma.Spec.Metrics[0].External.Target.AverageValue.String(); got != targets[ma.Name] {
+					t.Errorf("%s: target %s, want %s", ma.Name, got, targets[ma.Name])
+				}
+			}
+			lag := res.MetricAutoscalers[2].Spec.ScaleToZero
+			if lag == nil || lag.Activation[0].Value.String() != "3" {
+				t.Errorf("lag scaleToZero %+v: want activation 3", lag)
+			}
+			noSecretValue(t, res, "from-env-value")
+		}},
+		{file: "duplicate-target.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 {
+				t.Fatalf("converted %d, want both (a warning, not a refusal)", len(res.MetricAutoscalers))
+			}
+			wantIssue(t, res, "spec.scaleTargetRef", "Deployment worker is the target of ScaledObject worker-queue too")
+			for _, i := range res.Issues {
+				if i.Object == "ScaledObject jobs/worker-queue" {
+					t.Errorf("the first ScaledObject has an issue: %v", i)
+				}
+			}
+		}},
+		{file: "fallback-scalingmodifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Spec.Fallback.Behavior != "currentReplicasIfLower" {
+				t.Fatalf("want api-static only, with its fallback behavior: %+v", res.MetricAutoscalers)
+			}
+			wantFatal(t, res, "ScaledObject web/api", "spec.fallback.behavior")
+		}},
+		{file: "postgresql-connection-password.yaml", env: map[string]string{"AIRFLOW_CONN_AIRFLOW_DB": "postgresql://airflow:hunter2-pg@pg.my-project.svc:5432/airflow?sslmode=require"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			wantIssue(t, res, "spec.triggers[0].metadata.connection", "the password in the connection string is not copied: mount the password (a Secret) at /etc/metricscale/secrets/keda-postgresql/password")
+			if !strings.Contains(dump(res.Adapter), `"password":{"file":"/etc/metricscale/secrets/keda-postgresql/password"}`) {
+				t.Errorf("adapter %s: want the password read from a file", dump(res.Adapter))
+			}
+			noSecretValue(t, res, "hunter2-pg")
+		}},
+		{file: "podidentity.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 0 {
+				t.Errorf("converted %d, want none", len(res.MetricAutoscalers))
+			}
+			wantFatal(t, res, "ScaledObject stream/msk-consumer", "podIdentity (provider aws)")
+			wantFatal(t, res, "ScaledObject stream/vault-consumer", "hashiCorpVault")
+			noSecretValue(t, res, "my-token")
+		}},
+		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},
+		{file: "bad-fallback-no-formula.yaml", wantErr: "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula"},
 		{file: "bad-no-target.yaml", wantErr: "spec.scaleTargetRef.name: required"},
 		{file: "bad-idle.yaml", wantErr: "spec.idleReplicaCount: 3 must be less than minReplicaCount (2)"},
 		{file: "bad-version.yaml", wantErr: `apiVersion "keda.k8s.io/v1alpha1"`},
@@ -395,6 +474,29 @@ func routeOf(c *config.Config, metric string) string {
 		}
 	}
 	return ""
+}
+
+func providerOf(t *testing.T, c *config.Config, name string) config.Provider {
+	t.Helper()
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no provider %q", name)
+	return config.Provider{}
+}
+
+// noSecretValue fails t if a value appears in anything convert writes:
+// the MetricAutoscalers, the adapter config, the issues and the notes.
+func noSecretValue(t *testing.T, res convert.KEDAResult, values ...string) {
+	t.Helper()
+	all := dump(res)
+	for _, v := range values {
+		if strings.Contains(all, v) {
+			t.Errorf("the secret value %q is in the output", v)
+		}
+	}
 }
 
 func dump(v any) string {

@@ -70,6 +70,16 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 		}
 		return false
 	}
+	if ta := d.ta; ta != nil {
+		if pi := ta.Spec.PodIdentity; pi != nil && pi.Provider != "" && pi.Provider != "none" {
+			c.issue(true, d.field+".authenticationRef", "%s uses podIdentity (provider %s): no metricscale provider authenticates with a cloud workload identity", ta.describe(), pi.Provider)
+			return nil
+		}
+		if other := ta.otherSources(); len(other) > 0 {
+			c.issue(true, d.field+".authenticationRef", "%s reads parameters from %s, which convert does not read (only secretTargetRef and env)", ta.describe(), strings.Join(other, ", "))
+			return nil
+		}
+	}
 	typ, ok := lookupTrigger(t.Type)
 	if !ok {
 		c.issue(true, d.field+".type", "%q: no metricscale provider reads it (convertible: %s)", t.Type, strings.Join(triggerNames(), ", "))
@@ -97,7 +107,7 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 		c.issue(true, d.field+".metricType", "%q: a %s trigger takes AverageValue or Value", t.MetricType, t.Type)
 		return nil
 	}
-	if t.AuthenticationRef != nil && !ext.authRef {
+	if t.AuthenticationRef != nil && d.ta == nil && !ext.authRef {
 		c.issue(false, d.field+".authenticationRef", "TriggerAuthentication %q is not read: the converted metric reads without what it provides", t.AuthenticationRef.Name)
 	}
 	d.leftovers()
@@ -157,10 +167,25 @@ func (c *soConverter) password(d *meta, t *KEDATrigger, s secretRef, authNote st
 	switch {
 	case s.present:
 		opt.value = c.secret(d, "password", "password", s)
-	case t.AuthenticationRef != nil:
+	case t.AuthenticationRef != nil && d.ta == nil:
 		opt.value = c.placeholder(d.field+".authenticationRef", "password", fmt.Sprintf("TriggerAuthentication %q is not read%s", t.AuthenticationRef.Name, authNote))
 	}
 	return opt
+}
+
+// workloadEnv is the scale target's variable name as the input's
+// Deployment or StatefulSet sets it (in container, else the one KEDA
+// reads); false when the input does not say.
+func (c *soConverter) workloadEnv(name, container string) (envVar, bool) {
+	if c.x == nil || c.so.Spec.ScaleTargetRef == nil {
+		return envVar{}, false
+	}
+	ct := c.x.container(c.so.Namespace, c.so.Spec.ScaleTargetRef, container)
+	if ct == nil {
+		return envVar{}, false
+	}
+	ev, ok := ct.env[name]
+	return ev, ok
 }
 
 // secret is where a provider reads a credential KEDA had: from the
@@ -169,6 +194,18 @@ func (c *soConverter) password(d *meta, t *KEDATrigger, s secretRef, authNote st
 // credential itself is never copied; each way is an issue saying what to
 // do.
 func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *builtProvider) any {
+	if s.secret != nil {
+		file := c.b.credDir + "/" + s.secret.Name + "/" + s.secret.Key
+		field := d.field + ".authenticationRef"
+		if !strings.HasPrefix(s.from, "TriggerAuthentication") && !strings.HasPrefix(s.from, "ClusterTriggerAuthentication") {
+			field = d.field + ".metadata." + key + "FromEnv"
+		}
+		if has, known := c.x.hasSecretKey(c.so.Namespace, *s.secret); known && !has {
+			c.issue(false, field, "the %s (%s) is key %q of Secret %q, which has no such key in the input", what, s.from, s.secret.Key, s.secret.Name)
+		}
+		c.issue(false, field, "the adapter reads the %s (%s) from %s: mount Secret %q (key %q) at %s/%s in the adapter's pod (the Secret copied to the adapter's namespace)", what, s.from, file, s.secret.Name, s.secret.Key, c.b.credDir, s.secret.Name)
+		return func(*builtProvider) any { return map[string]any{"file": file} }
+	}
 	if s.env != "" {
 		d.warn(key+"FromEnv", "the adapter reads the %s from its own environment variable %s: set it on the adapter's container (from the same Secret as the workload's)", what, s.env)
 		return func(*builtProvider) any { return map[string]any{"env": s.env} }

@@ -291,6 +291,13 @@ func printKEDA(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 		fmt.Fprintf(stderr, "convert keda: %v\n", err)
 		return exitError
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+	if len(res.MetricAutoscalers) == 0 && len(res.Issues) == 0 {
+		fmt.Fprintln(stderr, "convert keda: no ScaledObject found")
+		return exitError
+	}
 	var lines []string
 	for _, i := range res.Issues {
 		lines = append(lines, i.String())
