@@ -49,7 +49,7 @@ func TestConvertCommand(t *testing.T) {
 			wantCode: 2, wantNoOut: true, wantStderr: "--adapter-config FILE is required"},
 		{name: "bad keda", args: []string{"keda", "-f", keda + "bad-no-target.yaml"}, wantCode: 1, wantNoOut: true, wantStderr: "spec.scaleTargetRef.name: required"},
 		{name: "keda: other kinds skipped with a note, exit 0 when the ScaledObjects convert exactly", args: []string{"keda", "-f", "-"},
-			stdin: "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: web, namespace: shop}\n---\n" + string(cpuMemory),
+			stdin:   "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: web, namespace: shop}\n---\n" + string(cpuMemory),
 			wantOut: "averageUtilization: 70", wantStderr: "note: -: document 1: ServiceAccount shop/web: skipped: not a ScaledObject"},
 		{name: "keda: a real file of many kinds", args: []string{"keda", "-f", keda + "mixed.yaml"}, adapter: true,
 			wantCode: 3, wantOut: "name: orders-consumer", wantStderr: "note: " + keda + "mixed.yaml: document 1: Secret orders/redis-password: skipped"},
