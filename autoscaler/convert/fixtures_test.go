@@ -164,6 +164,7 @@ func TestHPAFixtures(t *testing.T) {
 			}
 		}},
 		{file: "bad-unknown-field.yaml", wantErr: `unknown field "spec.metricz"`},
+		{file: "bad-status-and-spec.yaml", wantErr: `unknown field "spec.metricz"`},
 		{file: "bad-max.yaml", wantErr: "spec.maxReplicas: must be greater than or equal to `minReplicas`"},
 		{file: "bad-min0-cpu.yaml", wantErr: "spec.metrics: must specify at least one Object or External metric"},
 		{file: "bad-v1-annotation.yaml", wantErr: "metadata.annotations[autoscaling.alpha.kubernetes.io/metrics]"},
@@ -206,6 +207,76 @@ func TestHPAFixtures(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			if err := convert.WriteMetricAutoscalers(&buf, nil, mas); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "hpa/"+strings.TrimSuffix(tt.file, ".yaml")+".golden.yaml", buf.Bytes())
+		})
+	}
+}
+
+// TestHPAInputs: whole files as users have them (helm template, kubectl
+// --dry-run, kubectl get -o yaml, the Kubernetes docs): other kinds are
+// skipped with a note, a status that does not parse is dropped, a managed
+// HPA gets a warning naming the tool. The warnings are the golden file's
+// comments.
+func TestHPAInputs(t *testing.T) {
+	t.Parallel()
+	crd := loadCRD(t)
+	tests := []struct {
+		file      string
+		wantNames []string
+		wantNotes []string
+		wantWarns []string
+	}{
+		{file: "helm-template.yaml", wantNames: []string{"release-name-web"},
+			wantNotes: []string{"ServiceAccount release-name-web: skipped", "Service release-name-web: skipped", "Deployment release-name-web: skipped", "document 5: Pod release-name-web-test-connection: skipped"},
+			wantWarns: []string{"HorizontalPodAutoscaler release-name-web is managed by Helm (app.kubernetes.io/managed-by: Helm): the next helm upgrade recreates the HPA"}},
+		{file: "kubectl-dry-run.yaml", wantNames: []string{"php-apache"}, wantNotes: []string{"Deployment php-apache: skipped"}},
+		{file: "docs-placeholder-status.yaml", wantNames: []string{"php-apache"}},
+		{file: "helm-live-list.yaml", wantNames: []string{"cart", "checkout"},
+			wantWarns: []string{"shop/cart is managed by Helm (app.kubernetes.io/managed-by: Helm)", "shop/checkout is managed by Argo CD (argocd.argoproj.io/tracking-id: shop:autoscaling/HorizontalPodAutoscaler:shop/checkout)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			objs, notes := convert.HPAObjects(readFixture(t, "hpa/"+tt.file))
+			var mas []*v1alpha1.MetricAutoscaler
+			var warns, names []string
+			for _, o := range objs {
+				hpa, err := convert.DecodeHPA(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ma, err := convert.FromHPA(hpa, convert.HPAOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				crd.check(t, ma)
+				mas = append(mas, ma)
+				names = append(names, ma.Name)
+				warns = append(warns, convert.OwnerWarnings(hpa)...)
+			}
+			if !reflect.DeepEqual(names, tt.wantNames) {
+				t.Errorf("converted %v, want %v", names, tt.wantNames)
+			}
+			if len(notes) != len(tt.wantNotes) {
+				t.Errorf("notes %q, want %d", notes, len(tt.wantNotes))
+			}
+			for _, w := range tt.wantNotes {
+				if !strings.Contains(strings.Join(notes, "\n"), w) {
+					t.Errorf("notes %q: want %q", notes, w)
+				}
+			}
+			if len(warns) != len(tt.wantWarns) {
+				t.Errorf("warnings %q, want %d", warns, len(tt.wantWarns))
+			}
+			for _, w := range tt.wantWarns {
+				if !strings.Contains(strings.Join(warns, "\n"), w) {
+					t.Errorf("warnings %q: want %q", warns, w)
+				}
+			}
+			var buf bytes.Buffer
+			if err := convert.WriteMetricAutoscalers(&buf, warns, mas); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "hpa/"+strings.TrimSuffix(tt.file, ".yaml")+".golden.yaml", buf.Bytes())

@@ -41,8 +41,11 @@ const convertUsage = `Usage:
 
 Without -f, the objects are read from the cluster of the kubeconfig (the named ones, or
 every one of the namespace). The MetricAutoscalers go to standard output (or -o FILE).
-Exit status: 0 converted, 1 error, 2 usage, 3 something did not convert exactly (listed on
-standard error and as comments in the output).
+Objects of other kinds in the files are skipped, each with a note on standard error.
+Exit status: 0 converted, 1 error (an object the API server or KEDA would refuse), 2 usage,
+3 converted with something to act on (listed on standard error and as comments in the output):
+keda: what did not convert, or not exactly; hpa: an HPA that Helm, Argo CD or Flux will recreate.
+
 `
 
 // convertCmd is `autoscaler convert hpa|keda`.
@@ -186,6 +189,10 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 			return exitError
 		}
 	}
+	objs, notes := convert.HPAObjects(objs)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
 	for _, o := range objs {
 		h, err := convert.DecodeHPA(o)
 		if err != nil {
@@ -195,6 +202,7 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 		hpas = append(hpas, h)
 	}
 	var mas []*v1alpha1.MetricAutoscaler
+	var warnings []string
 	for _, h := range hpas {
 		ma, err := convert.FromHPA(h, opts)
 		if err != nil {
@@ -202,14 +210,21 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 			return exitError
 		}
 		mas = append(mas, ma)
+		warnings = append(warnings, convert.OwnerWarnings(h)...)
 	}
 	if len(mas) == 0 {
 		fmt.Fprintln(stderr, "convert hpa: no HorizontalPodAutoscaler found")
 		return exitError
 	}
-	if err := writeOutput(output, stdout, func(w io.Writer) error { return convert.WriteMetricAutoscalers(w, nil, mas) }); err != nil {
+	if err := writeOutput(output, stdout, func(w io.Writer) error { return convert.WriteMetricAutoscalers(w, warnings, mas) }); err != nil {
 		fmt.Fprintf(stderr, "convert hpa: %v\n", err)
 		return exitError
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if len(warnings) > 0 {
+		return exitNotConverted
 	}
 	return exitOK
 }
@@ -227,6 +242,16 @@ func applyHPAs(ctx context.Context, cl *clusterClients, sel convert.Selection, o
 		for _, n := range sel.Names {
 			addTarget([2]string{sel.Namespace, n})
 		}
+		for _, n := range sel.Names {
+			// one by one: a named HPA already handed over is gone
+			hpas, err := convert.ReadHPAs(ctx, cl.kube, convert.Selection{Namespace: sel.Namespace, Names: []string{n}})
+			if err != nil {
+				continue
+			}
+			for _, w := range convert.OwnerWarnings(hpas[0]) {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
+		}
 	} else {
 		hpas, err := convert.ReadHPAs(ctx, cl.kube, sel)
 		if err != nil {
@@ -240,6 +265,9 @@ func applyHPAs(ctx context.Context, cl *clusterClients, sel convert.Selection, o
 		}
 		for _, h := range hpas {
 			addTarget([2]string{h.Namespace, h.Name})
+			for _, w := range convert.OwnerWarnings(h) {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
 		}
 		for _, p := range pending {
 			addTarget(p)
