@@ -481,6 +481,23 @@ func TestKEDAFixtures(t *testing.T) {
 			wantFatal(t, res, "ScaledObject stream/vault-consumer", "hashiCorpVault")
 			noSecretValue(t, res, "my-token")
 		}},
+		{file: "auth-sources.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			var names []string
+			for _, ma := range res.MetricAutoscalers {
+				names = append(names, ma.Name)
+			}
+			if strings.Join(names, ",") != "airflow-worker,redis-jobs" {
+				t.Errorf("converted %v, want airflow-worker and redis-jobs", names)
+			}
+			wantFatal(t, res, "ScaledObject queues/rabbitmq-scaledobject", `from key "host" of Secret "keda-rabbitmq-secret" (TriggerAuthentication "keda-trigger-auth-rabbitmq-conn"): convert never copies a Secret's values`)
+			wantFatal(t, res, "ScaledObject queues/redis-worker", `REDIS_ADDRESS is read from key "redis_address" of Secret "app-secrets" by the workload`)
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `the password (TriggerAuthentication "redis-wrong-key") is key "redis_password" of Secret "app-secrets", which has no such key in the input`)
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `TriggerAuthentication "redis-wrong-key" parameter "cert": not read by convert`)
+			if a := dump(res.Adapter); !strings.Contains(a, `"password":{"file":"/etc/metricscale/secrets/app-secrets/postgresql_password"}`) {
+				t.Errorf("adapter %s: want the postgresql password read from the Secret's key", a)
+			}
+			noSecretValue(t, res, "cG9zdGdyZXMtc2VjcmV0", "postgres-secret", "rabbit-secret", "YW1xcDovL3VzZXI6cmFiYml0LXNlY3JldEByYWJiaXRtcS5xdWV1ZXMuc3ZjOjU2NzIvdmhvc3Q=", "rabbitmq.queues.svc")
+		}},
 		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},
 		{file: "bad-fallback-no-formula.yaml", wantErr: "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula"},
 		{file: "bad-no-target.yaml", wantErr: "spec.scaleTargetRef.name: required"},

@@ -284,6 +284,14 @@ func (d *meta) get(k string) string {
 	return strings.TrimSpace(d.m[k])
 }
 
+// markAuthRead marks TriggerAuthentication parameters a trigger reported
+// itself.
+func (d *meta) markAuthRead(params ...string) {
+	for _, p := range params {
+		d.authRead[p] = true
+	}
+}
+
 // ignore marks keys that need no conversion.
 func (d *meta) ignore(keys ...string) {
 	for _, k := range keys {

@@ -206,6 +206,10 @@ func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *bui
 		c.issue(false, field, "the adapter reads the %s (%s) from %s: mount Secret %q (key %q) at %s/%s in the adapter's pod (the Secret copied to the adapter's namespace)", what, s.from, file, s.secret.Name, s.secret.Key, c.b.credDir, s.secret.Name)
 		return func(*builtProvider) any { return map[string]any{"file": file} }
 	}
+	if s.env != "" && s.from != "" {
+		c.issue(false, d.field+".authenticationRef", "the adapter reads the %s (%s) from its own environment variable %s: set it on the adapter's container (from the same Secret as the workload's)", what, s.from, s.env)
+		return func(*builtProvider) any { return map[string]any{"env": s.env} }
+	}
 	if s.env != "" {
 		d.warn(key+"FromEnv", "the adapter reads the %s from its own environment variable %s: set it on the adapter's container (from the same Secret as the workload's)", what, s.env)
 		return func(*builtProvider) any { return map[string]any{"env": s.env} }

@@ -100,6 +100,8 @@ func (c *soConverter) prometheus(d *meta, _ *KEDATrigger) *external {
 			}
 		}
 		authRef = true
+		// said above for each mode
+		d.markAuthRead("bearerToken", "username", "password", "ca", "cert", "key")
 	}
 	metricsQuery := m.Query
 	if m.IgnoreNullValues {

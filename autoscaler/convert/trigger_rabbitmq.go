@@ -120,7 +120,7 @@ func (c *soConverter) rabbitmq(d *meta, t *KEDATrigger) *external {
 		password = c.placeholder(d.field+".metadata.host", "password", why)
 	case m.Username != "":
 		user = m.Username
-	case t.AuthenticationRef != nil:
+	case t.AuthenticationRef != nil && d.ta == nil:
 		user = "REPLACE-WITH-USERNAME"
 		password = c.placeholder(d.field+".authenticationRef", "password", fmt.Sprintf("TriggerAuthentication %q is not read: set providers[].options.username", t.AuthenticationRef.Name))
 	default:
