@@ -391,7 +391,7 @@ func TestKEDAFixtures(t *testing.T) {
 				t.Fatalf("converted %d: want only previews (uploads has an SQS trigger, combined a formula)", len(res.MetricAutoscalers))
 			}
 			wantFatal(t, res, "ScaledObject media/uploads", "spec.triggers[1].type")
-			wantFatal(t, res, "ScaledObject media/combined", "spec.advanced.scalingModifiers")
+			wantFatal(t, res, "ScaledObject media/combined", `spec.advanced.scalingModifiers formula "a + b" has no equivalent`)
 			wantFatal(t, res, "ScaledJob media/batch", "")
 			wantIssue(t, res, "spec.triggers[0].authenticationRef", `"redis-auth"`)
 			if strings.Contains(dump(res.Adapter), "keda-media-uploads") {
@@ -498,6 +498,27 @@ func TestKEDAFixtures(t *testing.T) {
 			}
 			noSecretValue(t, res, "cG9zdGdyZXMtc2VjcmV0", "postgres-secret", "rabbit-secret", "YW1xcDovL3VzZXI6cmFiYml0LXNlY3JldEByYWJiaXRtcS5xdWV1ZXMuc3ZjOjU2NzIvdmhvc3Q=", "rabbitmq.queues.svc")
 		}},
+		{file: "scaling-modifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 {
+				t.Fatalf("converted %d, want queues-max and latency", len(res.MetricAutoscalers))
+			}
+			qm := res.MetricAutoscalers[0].Spec
+			for _, m := range qm.Metrics {
+				if m.External.Target.Type != "AverageValue" || m.External.Target.AverageValue.String() != "10" {
+					t.Errorf("queues-max metric %s target %+v: want the formula's AverageValue 10", m.External.Metric.Name, m.External.Target)
+				}
+			}
+			if a := qm.ScaleToZero.Activation; len(a) != 2 || a[0].Value.String() != "2" || a[1].Value.String() != "2" {
+				t.Errorf("queues-max activation %+v: want the formula's 2 on both (any above 2 is the max above 2)", a)
+			}
+			lt := res.MetricAutoscalers[1].Spec.Metrics[0].External.Target
+			if lt.Type != "Value" || lt.Value.String() != "250" {
+				t.Errorf("latency target %+v: want Value 250", lt)
+			}
+			wantFatal(t, res, "ScaledObject shop/average", `formula "(trig_one + trig_two)/2" has no equivalent`)
+			wantFatal(t, res, "ScaledObject shop/partial", `trigger "two" is not in the formula`)
+		}},
+		{file: "bad-formula-name.yaml", wantErr: `spec.advanced.scalingModifiers.formula: "c" is not the name of a trigger`},
 		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},
 		{file: "bad-fallback-no-formula.yaml", wantErr: "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula"},
 		{file: "bad-no-target.yaml", wantErr: "spec.scaleTargetRef.name: required"},

@@ -226,6 +226,9 @@ type soConverter struct {
 	pending []func()
 	// minReplicas is the MetricAutoscaler's, as the triggers convert.
 	minReplicas int32
+	// modifier is the formula of advanced.scalingModifiers, when one the
+	// MetricAutoscaler expresses.
+	modifier *modifier
 }
 
 func (c *soConverter) issue(fatal bool, field, format string, args ...any) {
@@ -325,7 +328,14 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 
 	if a := spec.Advanced; a != nil {
 		if hasScalingModifiers(a) {
-			c.issue(true, "spec.advanced.scalingModifiers", "a formula over the triggers' values has no equivalent: a MetricAutoscaler takes the largest proposal of its metrics")
+			m, reason, err := parseModifier(a.ScalingModifiers, spec.Triggers)
+			if err != nil {
+				return nil, err
+			}
+			if m == nil {
+				c.issue(true, "spec.advanced.scalingModifiers", "%s", reason)
+			}
+			c.modifier = m
 		}
 		if a.RestoreToOriginalReplicaCount {
 			c.issue(false, "spec.advanced.restoreToOriginalReplicaCount", "no equivalent: deleting the MetricAutoscaler leaves the target at its current size")
@@ -369,9 +379,16 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 			continue
 		}
 		ma.Spec.Metrics = append(ma.Spec.Metrics, out.metric)
+		if c.modifier != nil {
+			// the formula's activation replaces the triggers' own
+			out.activation = c.modifier.activation
+		}
 		if out.activation != nil && minR == 0 {
 			activations = append(activations, v1alpha1.MetricActivation{Metric: out.name, Value: *out.activation})
 		}
+	}
+	if c.modifier != nil {
+		c.modifier.apply(ma.Spec.Metrics)
 	}
 	if minR == 0 {
 		cooldown := int32(kedaDefaultCooldown)
