@@ -16,6 +16,9 @@ import (
 type secretKey struct {
 	Name string
 	Key  string
+	// cluster: a ClusterTriggerAuthentication's, a Secret of KEDA's own
+	// namespace, which the input does not say
+	cluster bool
 }
 
 // triggerAuth is a TriggerAuthentication or ClusterTriggerAuthentication.
@@ -240,6 +243,9 @@ func (x *inputIndex) container(ns string, ref *KEDAScaleTarget, name string) *wo
 // hasSecretKey says whether the input has Secret ns/name with key; known
 // is false when the Secret is not in the input.
 func (x *inputIndex) hasSecretKey(ns string, s secretKey) (has, known bool) {
+	if s.cluster {
+		return false, false
+	}
 	keys, ok := x.secrets[ns+"/"+s.Name]
 	if !ok {
 		return false, false

@@ -414,7 +414,7 @@ func TestKEDAFixtures(t *testing.T) {
 				!strings.Contains(got, `"type":"streamPending"`) || !strings.Contains(got, `"group":"consumer-group-1"`) {
 				t.Errorf("provider options %s: want the Deployment's host and port, the Secret's key as a file, the group's pending entries", got)
 			}
-			wantIssue(t, res, "spec.triggers[0].authenticationRef", `mount Secret "redis-password" (key "password")`)
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `mount Secret "redis-password" (key "password", of the ScaledObject's namespace)`)
 			wantFatal(t, res, "ScaledJob orders/orders-batch", "")
 			for _, want := range []string{"Secret orders/redis-password: skipped", "ServiceAccount orders/orders-consumer: skipped", "Deployment orders/orders-consumer: skipped", "Service orders/redis: skipped", "ClusterTriggerAuthentication unused-cluster-auth: skipped: no trigger"} {
 				if !strings.Contains(strings.Join(res.Notes, "\n"), want) {
@@ -486,8 +486,12 @@ func TestKEDAFixtures(t *testing.T) {
 			for _, ma := range res.MetricAutoscalers {
 				names = append(names, ma.Name)
 			}
-			if strings.Join(names, ",") != "airflow-worker,redis-jobs" {
-				t.Errorf("converted %v, want airflow-worker and redis-jobs", names)
+			if strings.Join(names, ",") != "airflow-worker,redis-jobs,mailer" {
+				t.Errorf("converted %v, want airflow-worker, redis-jobs and mailer", names)
+			}
+			wantIssue(t, res, "spec.triggers[0].metadata.passwordFromEnv", `the adapter reads the password (the workload's variable REDIS_PASSWORD) from /etc/metricscale/secrets/mailer-redis/password`)
+			if a, b := routeOf(cfg, "keda-queues-mailer-s0-redis"), routeOf(cfg, "keda-queues-redis-jobs-s0-redis"); a == b {
+				t.Errorf("mailer and redis-jobs share provider %s: one server, two passwords (two Secrets) need two providers", a)
 			}
 			wantFatal(t, res, "ScaledObject queues/rabbitmq-scaledobject", `from key "host" of Secret "keda-rabbitmq-secret" (TriggerAuthentication "keda-trigger-auth-rabbitmq-conn"): convert never copies a Secret's values`)
 			wantFatal(t, res, "ScaledObject queues/redis-worker", `REDIS_ADDRESS is read from key "redis_address" of Secret "app-secrets" by the workload`)

@@ -65,7 +65,7 @@ func newMeta(c *soConverter, i int, t *KEDATrigger) *meta {
 	}
 	if d.ta != nil {
 		for _, s := range d.ta.Spec.SecretTargetRef {
-			d.authSecret[s.Parameter] = secretKey{Name: s.Name, Key: s.Key}
+			d.authSecret[s.Parameter] = secretKey{Name: s.Name, Key: s.Key, cluster: d.ta.Kind == "ClusterTriggerAuthentication"}
 		}
 		for _, e := range d.ta.Spec.Env {
 			d.authEnv[e.Parameter] = [2]string{e.Name, e.ContainerName}
@@ -85,6 +85,8 @@ type secretRef struct {
 	secret *secretKey
 	// from names where it was found, for messages.
 	from string
+	// viaEnv: secret is what the workload's KEYFromEnv variable reads.
+	viaEnv bool
 }
 
 // metaTag is a parsed `keda:"..."` tag.
@@ -172,7 +174,11 @@ func (d *meta) decodeField(t metaTag, v reflect.Value) bool {
 		if ref.env != "" {
 			// a variable the workload reads from a Secret: the same key
 			if ev, ok := d.c.workloadEnv(ref.env, container); ok && ev.secret != nil {
-				ref.from = "the workload's variable " + ref.env
+				if ref.from == "" {
+					ref.from, ref.viaEnv = "the workload's variable "+ref.env, true
+				} else {
+					ref.from += ", the workload's variable " + ref.env
+				}
 				ref.secret, ref.env = ev.secret, ""
 			}
 		}

@@ -36,6 +36,9 @@ type external struct {
 type secretOption struct {
 	path  []string
 	value func(p *builtProvider) any
+	// id is where the credential comes from when known before the provider
+	// ("file:/path", "env:NAME"); "" for a placeholder file of the provider.
+	id string
 }
 
 // set puts the credential into opts unless it is there already.
@@ -113,7 +116,11 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 	d.leftovers()
 	name := metricName(c.so.Namespace, c.so.Name, i, t.Type)
 	c.pending = append(c.pending, func() {
-		p := c.b.provider(ext.provider, ext.listKey, ext.conn)
+		var ids []string
+		for _, s := range ext.secrets {
+			ids = append(ids, s.id)
+		}
+		p := c.b.provider(ext.provider, ext.listKey, ext.conn, strings.Join(ids, "\x00"))
 		for _, s := range ext.secrets {
 			s.set(p)
 		}
@@ -167,6 +174,7 @@ func (c *soConverter) password(d *meta, t *KEDATrigger, s secretRef, authNote st
 	switch {
 	case s.present:
 		opt.value = c.secret(d, "password", "password", s)
+		opt.id = c.secretID(s)
 	case t.AuthenticationRef != nil && d.ta == nil:
 		opt.value = c.placeholder(d.field+".authenticationRef", "password", fmt.Sprintf("TriggerAuthentication %q is not read%s", t.AuthenticationRef.Name, authNote))
 	}
@@ -197,13 +205,17 @@ func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *bui
 	if s.secret != nil {
 		file := c.b.credDir + "/" + s.secret.Name + "/" + s.secret.Key
 		field := d.field + ".authenticationRef"
-		if !strings.HasPrefix(s.from, "TriggerAuthentication") && !strings.HasPrefix(s.from, "ClusterTriggerAuthentication") {
+		if s.viaEnv {
 			field = d.field + ".metadata." + key + "FromEnv"
 		}
 		if has, known := c.x.hasSecretKey(c.so.Namespace, *s.secret); known && !has {
 			c.issue(false, field, "the %s (%s) is key %q of Secret %q, which has no such key in the input", what, s.from, s.secret.Key, s.secret.Name)
 		}
-		c.issue(false, field, "the adapter reads the %s (%s) from %s: mount Secret %q (key %q) at %s/%s in the adapter's pod (the Secret copied to the adapter's namespace)", what, s.from, file, s.secret.Name, s.secret.Key, c.b.credDir, s.secret.Name)
+		where := "the ScaledObject's namespace"
+		if s.secret.cluster {
+			where = "KEDA's namespace"
+		}
+		c.issue(false, field, "the adapter reads the %s (%s) from %s: mount Secret %q (key %q, of %s) at %s/%s in the adapter's pod (the Secret copied to the adapter's namespace)", what, s.from, file, s.secret.Name, s.secret.Key, where, c.b.credDir, s.secret.Name)
 		return func(*builtProvider) any { return map[string]any{"file": file} }
 	}
 	if s.env != "" && s.from != "" {
@@ -218,6 +230,18 @@ func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *bui
 		return c.placeholder(d.field+".metadata."+key, what, "the "+what+" written in the trigger is not copied")
 	}
 	return c.placeholder(d.field+".metadata", what, "the "+what+" is not in the trigger")
+}
+
+// secretID is where a credential c.secret reads comes from, when that
+// is known now.
+func (c *soConverter) secretID(s secretRef) string {
+	switch {
+	case s.secret != nil:
+		return "file:" + c.b.credDir + "/" + s.secret.Name + "/" + s.secret.Key
+	case s.env != "":
+		return "env:" + s.env
+	}
+	return ""
 }
 
 // placeholder is a credential file the adapter config names: the issue,

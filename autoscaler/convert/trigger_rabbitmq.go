@@ -127,8 +127,10 @@ func (c *soConverter) rabbitmq(d *meta, t *KEDATrigger) *external {
 		user = "guest"
 		password = c.placeholder(d.field+".metadata.host", "password", "no user in the URL: RabbitMQ's default user guest is assumed, as KEDA does")
 	}
+	passwordID := ""
 	if m.Password.present || password == nil {
 		password = c.secret(d, "password", "password", m.Password)
+		passwordID = c.secretID(m.Password)
 	}
 	conn["username"] = user
 	if m.UnsafeSSL && (u.Scheme == "https" || u.Scheme == "amqps") {
@@ -194,5 +196,5 @@ func (c *soConverter) rabbitmq(d *meta, t *KEDATrigger) *external {
 	}
 	return &external{provider: "rabbitmq", conn: conn, target: target, activ: m.ActivationValue, authRef: true,
 		entry:   c.metricEntry(fields),
-		secrets: []secretOption{{path: []string{"password"}, value: password}}}
+		secrets: []secretOption{{path: []string{"password"}, value: password, id: passwordID}}}
 }
