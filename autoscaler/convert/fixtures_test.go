@@ -461,9 +461,13 @@ func TestKEDAFixtures(t *testing.T) {
 			}
 		}},
 		{file: "fallback-scalingmodifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
-			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Spec.Fallback.Behavior != "currentReplicasIfLower" {
-				t.Fatalf("want api-static only, with its fallback behavior: %+v", res.MetricAutoscalers)
+			if len(res.MetricAutoscalers) != 2 || res.MetricAutoscalers[0].Spec.Fallback.Behavior != "currentReplicasIfLower" {
+				t.Fatalf("want api-static, with its fallback behavior, and api-zero: %+v", res.MetricAutoscalers)
 			}
+			if f := res.MetricAutoscalers[1].Spec.Fallback; f.FailureThreshold != 1 || f.Replicas != 4 {
+				t.Errorf("api-zero fallback %+v: want KEDA's failureThreshold 0 as 1", f)
+			}
+			wantIssue(t, res, "spec.fallback.failureThreshold", "KEDA falls back at the first failed read")
 			wantFatal(t, res, "ScaledObject web/api", "spec.fallback.behavior")
 		}},
 		{file: "postgresql-connection-password.yaml", env: map[string]string{"AIRFLOW_CONN_AIRFLOW_DB": "postgresql://airflow:hunter2-pg@pg.my-project.svc:5432/airflow?sslmode=require"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {

@@ -352,6 +352,11 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 		if f.Behavior != "" {
 			fb.Behavior = v1alpha1.FallbackBehavior(f.Behavior)
 		}
+		if f.FailureThreshold == 0 {
+			// KEDA takes 0 (it falls back once failures exceed the threshold)
+			c.issue(false, "spec.fallback.failureThreshold", "0: KEDA falls back at the first failed read; a MetricAutoscaler's least threshold is 1, written here")
+			fb.FailureThreshold = 1
+		}
 		if f.Behavior == kedaFallbackScalingModifiers {
 			// KEDA 2.20: per trigger, inside the formula (its ?? operator)
 			if !hasScalingModifiers(spec.Advanced) {
