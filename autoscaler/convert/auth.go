@@ -116,7 +116,7 @@ func (x *inputIndex) add(o Object) (bool, error) {
 		key := authKey(o.Kind, raw.Metadata.Namespace, raw.Metadata.Name)
 		x.auths[key] = ta
 		x.order = append(x.order, key)
-		x.where[key] = o.Describe()
+		x.where[key] = o.Where + ": " + o.Describe()
 		return true, nil
 	case "Secret":
 		if o.APIVersion != "v1" {
@@ -128,7 +128,7 @@ func (x *inputIndex) add(o Object) (bool, error) {
 			StringData map[string]json.RawMessage `json:"stringData"`
 		}
 		if err := json.Unmarshal(o.JSON, &s); err != nil {
-			return true, fmt.Errorf("%s: %s: %w", o.Where, o.Describe(), err)
+			return false, nil // not one the API server takes: skipped, its keys unknown
 		}
 		keys := map[string]bool{}
 		for k := range s.Data {

@@ -44,7 +44,8 @@ every one of the namespace). The MetricAutoscalers go to standard output (or -o 
 Objects of other kinds in the files are skipped, each with a note on standard error.
 Exit status: 0 converted, 1 error (an object the API server or KEDA would refuse), 2 usage,
 3 converted with something to act on (listed on standard error and as comments in the output):
-keda: what did not convert, or not exactly; hpa: an HPA that Helm, Argo CD or Flux will recreate.
+keda: what did not convert, or not exactly; hpa (without --apply): an HPA that Helm, Argo CD or
+Flux will recreate.
 
 `
 
