@@ -12,7 +12,7 @@ import (
 // postgresqlMeta is what a postgresql trigger's metadata says; the server
 // is the connection string's, else postgresqlServer's.
 type postgresqlMeta struct {
-	Connection                 string             `keda:"connection,env,hint=(without the password), or set host, port, userName and dbName"`
+	Connection                 string             `keda:"connection,env,hint=(its password is not copied: it becomes a file to mount), or set host, port, userName and dbName"`
 	Password                   secretRef          `keda:"password"`
 	Query                      string             `keda:"query,required,env"`
 	TargetQueryValue           *resource.Quantity `keda:"targetQueryValue,threshold"`

@@ -68,6 +68,8 @@ func TestConvertCommand(t *testing.T) {
 		{name: "hpa: a docs status with placeholders", args: []string{"hpa", "-f", hpas + "docs-placeholder-status.yaml"}, wantOut: "name: requests-per-second"},
 		{name: "hpa: no HPA in the input", args: []string{"hpa", "-f", "-"}, stdin: "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\n",
 			wantCode: 1, wantNoOut: true, wantStderr: "no HorizontalPodAutoscaler found"},
+		{name: "keda: a connection string not given is not converted, exit 3", args: []string{"keda", "-f", keda + "postgresql-connection-password.yaml"},
+			wantCode: 3, wantOut: "not converted", wantStderr: "--env AIRFLOW_CONN_AIRFLOW_DB=VALUE (its password is not copied: it becomes a file to mount)"},
 		{name: "no kind", args: nil, wantCode: 2, wantNoOut: true, wantStderr: "Usage"},
 		{name: "apply from files", args: []string{"hpa", "--apply", "-f", hpas + "v1-cpu.yaml"}, wantCode: 2, wantNoOut: true, wantStderr: "--apply hands over the cluster's HPAs"},
 		{name: "names with -f", args: []string{"hpa", "-f", hpas + "v1-cpu.yaml", "web"}, wantCode: 2, wantNoOut: true, wantStderr: "-f reads files"},
