@@ -67,6 +67,11 @@ func (c *soConverter) redisConn(d *meta, t *KEDATrigger) (map[string]any, secret
 		}
 		addr = net.JoinHostPort(hp.Host, hp.Port)
 	}
+	if strings.Contains(addr, "@") {
+		// never copied, nor quoted: it may hold a password
+		d.fail("address", "the address holds credentials (user@ or user:password@), which are not copied: give host:port, and the password through passwordFromEnv or a TriggerAuthentication")
+		return nil, secretOption{}, false
+	}
 	if strings.Contains(addr, ",") {
 		d.fail("address", "several addresses (a cluster): the redis provider reads one standalone server")
 		return nil, secretOption{}, false
