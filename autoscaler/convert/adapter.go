@@ -65,9 +65,13 @@ const DefaultCredentialsDir = "/etc/metricscale/secrets"
 // provider returns the provider of type typ with the connection options
 // conn, creating it (named keda-<type>, -2, -3, ...) on first use; its
 // metric entries go under the option listKey ("metrics" when empty).
-func (b *adapterBuilder) provider(typ, listKey string, conn map[string]any) *builtProvider {
+//
+// credentials names where its credentials come from when that is known
+// before the provider is ("file:/path", "env:NAME"): triggers reading a
+// different Secret get a provider of their own.
+func (b *adapterBuilder) provider(typ, listKey string, conn map[string]any, credentials string) *builtProvider {
 	enc, _ := json.Marshal(conn) // maps marshal with sorted keys
-	key := typ + "\x00" + string(enc)
+	key := typ + "\x00" + string(enc) + "\x00" + credentials
 	if p, ok := b.byKey[key]; ok {
 		return p
 	}

@@ -164,6 +164,7 @@ func TestHPAFixtures(t *testing.T) {
 			}
 		}},
 		{file: "bad-unknown-field.yaml", wantErr: `unknown field "spec.metricz"`},
+		{file: "bad-status-and-spec.yaml", wantErr: `unknown field "spec.metricz"`},
 		{file: "bad-max.yaml", wantErr: "spec.maxReplicas: must be greater than or equal to `minReplicas`"},
 		{file: "bad-min0-cpu.yaml", wantErr: "spec.metrics: must specify at least one Object or External metric"},
 		{file: "bad-v1-annotation.yaml", wantErr: "metadata.annotations[autoscaling.alpha.kubernetes.io/metrics]"},
@@ -206,6 +207,76 @@ func TestHPAFixtures(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			if err := convert.WriteMetricAutoscalers(&buf, nil, mas); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "hpa/"+strings.TrimSuffix(tt.file, ".yaml")+".golden.yaml", buf.Bytes())
+		})
+	}
+}
+
+// TestHPAInputs: whole files as users have them (helm template, kubectl
+// --dry-run, kubectl get -o yaml, the Kubernetes docs): other kinds are
+// skipped with a note, a status that does not parse is dropped, a managed
+// HPA gets a warning naming the tool. The warnings are the golden file's
+// comments.
+func TestHPAInputs(t *testing.T) {
+	t.Parallel()
+	crd := loadCRD(t)
+	tests := []struct {
+		file      string
+		wantNames []string
+		wantNotes []string
+		wantWarns []string
+	}{
+		{file: "helm-template.yaml", wantNames: []string{"release-name-web"},
+			wantNotes: []string{"ServiceAccount release-name-web: skipped", "Service release-name-web: skipped", "Deployment release-name-web: skipped", "document 5: Pod release-name-web-test-connection: skipped"},
+			wantWarns: []string{"HorizontalPodAutoscaler release-name-web is managed by Helm (app.kubernetes.io/managed-by: Helm): the next helm upgrade recreates the HPA"}},
+		{file: "kubectl-dry-run.yaml", wantNames: []string{"php-apache"}, wantNotes: []string{"Deployment php-apache: skipped"}},
+		{file: "docs-placeholder-status.yaml", wantNames: []string{"php-apache"}},
+		{file: "helm-live-list.yaml", wantNames: []string{"cart", "checkout"},
+			wantWarns: []string{"shop/cart is managed by Helm (app.kubernetes.io/managed-by: Helm)", "shop/checkout is managed by Argo CD (argocd.argoproj.io/tracking-id: shop:autoscaling/HorizontalPodAutoscaler:shop/checkout)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			objs, notes := convert.HPAObjects(readFixture(t, "hpa/"+tt.file))
+			var mas []*v1alpha1.MetricAutoscaler
+			var warns, names []string
+			for _, o := range objs {
+				hpa, err := convert.DecodeHPA(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ma, err := convert.FromHPA(hpa, convert.HPAOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				crd.check(t, ma)
+				mas = append(mas, ma)
+				names = append(names, ma.Name)
+				warns = append(warns, convert.OwnerWarnings(hpa)...)
+			}
+			if !reflect.DeepEqual(names, tt.wantNames) {
+				t.Errorf("converted %v, want %v", names, tt.wantNames)
+			}
+			if len(notes) != len(tt.wantNotes) {
+				t.Errorf("notes %q, want %d", notes, len(tt.wantNotes))
+			}
+			for _, w := range tt.wantNotes {
+				if !strings.Contains(strings.Join(notes, "\n"), w) {
+					t.Errorf("notes %q: want %q", notes, w)
+				}
+			}
+			if len(warns) != len(tt.wantWarns) {
+				t.Errorf("warnings %q, want %d", warns, len(tt.wantWarns))
+			}
+			for _, w := range tt.wantWarns {
+				if !strings.Contains(strings.Join(warns, "\n"), w) {
+					t.Errorf("warnings %q: want %q", warns, w)
+				}
+			}
+			var buf bytes.Buffer
+			if err := convert.WriteMetricAutoscalers(&buf, warns, mas); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "hpa/"+strings.TrimSuffix(tt.file, ".yaml")+".golden.yaml", buf.Bytes())
@@ -320,7 +391,7 @@ func TestKEDAFixtures(t *testing.T) {
 				t.Fatalf("converted %d: want only previews (uploads has an SQS trigger, combined a formula)", len(res.MetricAutoscalers))
 			}
 			wantFatal(t, res, "ScaledObject media/uploads", "spec.triggers[1].type")
-			wantFatal(t, res, "ScaledObject media/combined", "spec.advanced.scalingModifiers")
+			wantFatal(t, res, "ScaledObject media/combined", `spec.advanced.scalingModifiers formula "a + b" has no equivalent`)
 			wantFatal(t, res, "ScaledJob media/batch", "")
 			wantIssue(t, res, "spec.triggers[0].authenticationRef", `"redis-auth"`)
 			if strings.Contains(dump(res.Adapter), "keda-media-uploads") {
@@ -333,6 +404,131 @@ func TestKEDAFixtures(t *testing.T) {
 			}
 			wantFatal(t, res, "ScaledObject shop/env", "--env RABBIT_URL=VALUE")
 		}},
+		{file: "mixed.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Name != "orders-consumer" {
+				t.Fatalf("converted %d MetricAutoscalers, want orders-consumer", len(res.MetricAutoscalers))
+			}
+			p := providerOf(t, cfg, routeOf(cfg, "keda-orders-orders-consumer-s0-redis-streams"))
+			if got := dump(p.Options); !strings.Contains(got, `"address":"redis.orders.svc.cluster.local:6379"`) ||
+				!strings.Contains(got, `"password":{"file":"/etc/metricscale/secrets/redis-password/password"}`) ||
+				!strings.Contains(got, `"type":"streamPending"`) || !strings.Contains(got, `"group":"consumer-group-1"`) {
+				t.Errorf("provider options %s: want the Deployment's host and port, the Secret's key as a file, the group's pending entries", got)
+			}
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `mount Secret "redis-password" (key "password", of the ScaledObject's namespace)`)
+			wantFatal(t, res, "ScaledJob orders/orders-batch", "")
+			for _, want := range []string{"Secret orders/redis-password: skipped", "ServiceAccount orders/orders-consumer: skipped", "Deployment orders/orders-consumer: skipped", "Service orders/redis: skipped", "ClusterTriggerAuthentication unused-cluster-auth: skipped: no trigger"} {
+				if !strings.Contains(strings.Join(res.Notes, "\n"), want) {
+					t.Errorf("notes %q: want %q", res.Notes, want)
+				}
+			}
+			noSecretValue(t, res, "c3VwZXItc2VjcmV0LXZhbHVl", "super-secret-value")
+		}},
+		{file: "redis-streams.yaml", env: map[string]string{"REDIS_PASSWORD": "from-env-value"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			want := map[string]string{
+				"keda-default-redis-streams-scaledobject-s0-redis-streams": `"group":"consumer-group-1","key":"my-stream","name":"keda-default-redis-streams-scaledobject-s0-redis-streams","namespace":"default","type":"streamPending"`,
+				"keda-default-redis-streams-length-s0-redis-streams":       `"key":"my-stream","name":"keda-default-redis-streams-length-s0-redis-streams","namespace":"default","type":"streamLength"`,
+				"keda-default-redis-streams-lag-s0-redis-streams":          `"group":"consumer-group-1","key":"my-stream","name":"keda-default-redis-streams-lag-s0-redis-streams","namespace":"default","type":"streamLag"`,
+			}
+			if len(cfg.Providers) != 2 {
+				t.Errorf("%d providers: want memory and one redis provider shared by the three triggers", len(cfg.Providers))
+			}
+			for metric, entry := range want {
+				if !strings.Contains(dump(res.Adapter), entry) {
+					t.Errorf("no entry %s for %s in %s", entry, metric, dump(res.Adapter))
+				}
+			}
+			targets := map[string]string{"redis-streams-scaledobject": "10", "redis-streams-length": "50", "redis-streams-lag": "10"}
+			for _, ma := range res.MetricAutoscalers {
+				if got := ma.Spec.Metrics[0].External.Target.AverageValue.String(); got != targets[ma.Name] {
+					t.Errorf("%s: target %s, want %s", ma.Name, got, targets[ma.Name])
+				}
+			}
+			lag := res.MetricAutoscalers[2].Spec.ScaleToZero
+			if lag == nil || lag.Activation[0].Value.String() != "3" {
+				t.Errorf("lag scaleToZero %+v: want activation 3", lag)
+			}
+			noSecretValue(t, res, "from-env-value")
+		}},
+		{file: "duplicate-target.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 {
+				t.Fatalf("converted %d, want both (a warning, not a refusal)", len(res.MetricAutoscalers))
+			}
+			wantIssue(t, res, "spec.scaleTargetRef", "Deployment worker is the target of ScaledObject worker-queue too")
+			for _, i := range res.Issues {
+				if i.Object == "ScaledObject jobs/worker-queue" {
+					t.Errorf("the first ScaledObject has an issue: %v", i)
+				}
+			}
+		}},
+		{file: "fallback-scalingmodifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 || res.MetricAutoscalers[0].Spec.Fallback.Behavior != "currentReplicasIfLower" {
+				t.Fatalf("want api-static, with its fallback behavior, and api-zero: %+v", res.MetricAutoscalers)
+			}
+			if f := res.MetricAutoscalers[1].Spec.Fallback; f.FailureThreshold != 1 || f.Replicas != 4 {
+				t.Errorf("api-zero fallback %+v: want KEDA's failureThreshold 0 as 1", f)
+			}
+			wantIssue(t, res, "spec.fallback.failureThreshold", "KEDA falls back at the first failed read")
+			wantFatal(t, res, "ScaledObject web/api", "spec.fallback.behavior")
+		}},
+		{file: "postgresql-connection-password.yaml", env: map[string]string{"AIRFLOW_CONN_AIRFLOW_DB": "postgresql://airflow:hunter2-pg@pg.my-project.svc:5432/airflow?sslmode=require"}, check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			wantIssue(t, res, "spec.triggers[0].metadata.connection", "the password in the connection string is not copied: mount the password (a Secret) at /etc/metricscale/secrets/keda-postgresql/password")
+			if !strings.Contains(dump(res.Adapter), `"password":{"file":"/etc/metricscale/secrets/keda-postgresql/password"}`) {
+				t.Errorf("adapter %s: want the password read from a file", dump(res.Adapter))
+			}
+			noSecretValue(t, res, "hunter2-pg")
+		}},
+		{file: "podidentity.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 0 {
+				t.Errorf("converted %d, want none", len(res.MetricAutoscalers))
+			}
+			wantFatal(t, res, "ScaledObject stream/msk-consumer", "podIdentity (provider aws)")
+			wantFatal(t, res, "ScaledObject stream/vault-consumer", "hashiCorpVault")
+			noSecretValue(t, res, "my-token")
+		}},
+		{file: "auth-sources.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
+			var names []string
+			for _, ma := range res.MetricAutoscalers {
+				names = append(names, ma.Name)
+			}
+			if strings.Join(names, ",") != "airflow-worker,redis-jobs,mailer" {
+				t.Errorf("converted %v, want airflow-worker, redis-jobs and mailer", names)
+			}
+			wantIssue(t, res, "spec.triggers[0].metadata.passwordFromEnv", `the adapter reads the password (the workload's variable REDIS_PASSWORD) from /etc/metricscale/secrets/mailer-redis/password`)
+			if a, b := routeOf(cfg, "keda-queues-mailer-s0-redis"), routeOf(cfg, "keda-queues-redis-jobs-s0-redis"); a == b {
+				t.Errorf("mailer and redis-jobs share provider %s: one server, two passwords (two Secrets) need two providers", a)
+			}
+			wantFatal(t, res, "ScaledObject queues/rabbitmq-scaledobject", `from key "host" of Secret "keda-rabbitmq-secret" (TriggerAuthentication "keda-trigger-auth-rabbitmq-conn"): convert never copies a Secret's values`)
+			wantFatal(t, res, "ScaledObject queues/redis-worker", `REDIS_ADDRESS is read from key "redis_address" of Secret "app-secrets" by the workload`)
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `the password (TriggerAuthentication "redis-wrong-key") is key "redis_password" of Secret "app-secrets", which has no such key in the input`)
+			wantIssue(t, res, "spec.triggers[0].authenticationRef", `TriggerAuthentication "redis-wrong-key" parameter "cert": not read by convert`)
+			if a := dump(res.Adapter); !strings.Contains(a, `"password":{"file":"/etc/metricscale/secrets/app-secrets/postgresql_password"}`) {
+				t.Errorf("adapter %s: want the postgresql password read from the Secret's key", a)
+			}
+			noSecretValue(t, res, "cG9zdGdyZXMtc2VjcmV0", "postgres-secret", "rabbit-secret", "YW1xcDovL3VzZXI6cmFiYml0LXNlY3JldEByYWJiaXRtcS5xdWV1ZXMuc3ZjOjU2NzIvdmhvc3Q=", "rabbitmq.queues.svc")
+		}},
+		{file: "scaling-modifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 {
+				t.Fatalf("converted %d, want queues-max and latency", len(res.MetricAutoscalers))
+			}
+			qm := res.MetricAutoscalers[0].Spec
+			for _, m := range qm.Metrics {
+				if m.External.Target.Type != "AverageValue" || m.External.Target.AverageValue.String() != "10" {
+					t.Errorf("queues-max metric %s target %+v: want the formula's AverageValue 10", m.External.Metric.Name, m.External.Target)
+				}
+			}
+			if a := qm.ScaleToZero.Activation; len(a) != 2 || a[0].Value.String() != "2" || a[1].Value.String() != "2" {
+				t.Errorf("queues-max activation %+v: want the formula's 2 on both (any above 2 is the max above 2)", a)
+			}
+			lt := res.MetricAutoscalers[1].Spec.Metrics[0].External.Target
+			if lt.Type != "Value" || lt.Value.String() != "250" {
+				t.Errorf("latency target %+v: want Value 250", lt)
+			}
+			wantFatal(t, res, "ScaledObject shop/average", `formula "(trig_one + trig_two)/2" has no equivalent`)
+			wantFatal(t, res, "ScaledObject shop/partial", `trigger "two" is not in the formula`)
+		}},
+		{file: "bad-formula-name.yaml", wantErr: `spec.advanced.scalingModifiers.formula: "c" is not the name of a trigger`},
+		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},
+		{file: "bad-fallback-no-formula.yaml", wantErr: "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula"},
 		{file: "bad-no-target.yaml", wantErr: "spec.scaleTargetRef.name: required"},
 		{file: "bad-idle.yaml", wantErr: "spec.idleReplicaCount: 3 must be less than minReplicaCount (2)"},
 		{file: "bad-version.yaml", wantErr: `apiVersion "keda.k8s.io/v1alpha1"`},
@@ -395,6 +591,29 @@ func routeOf(c *config.Config, metric string) string {
 		}
 	}
 	return ""
+}
+
+func providerOf(t *testing.T, c *config.Config, name string) config.Provider {
+	t.Helper()
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no provider %q", name)
+	return config.Provider{}
+}
+
+// noSecretValue fails t if a value appears in anything convert writes:
+// the MetricAutoscalers, the adapter config, the issues and the notes.
+func noSecretValue(t *testing.T, res convert.KEDAResult, values ...string) {
+	t.Helper()
+	all := dump(res)
+	for _, v := range values {
+		if strings.Contains(all, v) {
+			t.Errorf("the secret value %q is in the output", v)
+		}
+	}
 }
 
 func dump(v any) string {

@@ -46,19 +46,19 @@ func DecodeHPA(o Object) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	if o.Kind != "HorizontalPodAutoscaler" {
 		return nil, fmt.Errorf("%s: kind %q is not HorizontalPodAutoscaler", o.Where, o.Kind)
 	}
-	var hpa *autoscalingv2.HorizontalPodAutoscaler
-	var err error
 	switch o.APIVersion {
-	case "autoscaling/v2", "autoscaling/v2beta2":
-		// v2beta2 and v2 have the same fields
-		hpa = &autoscalingv2.HorizontalPodAutoscaler{}
-		err = decodeStrict(o.JSON, hpa)
-	case "autoscaling/v1":
-		hpa, err = decodeV1(o.JSON)
-	case "autoscaling/v2beta1":
-		hpa, err = decodeV2beta1(o.JSON)
+	case "autoscaling/v2", "autoscaling/v2beta2", "autoscaling/v1", "autoscaling/v2beta1":
 	default:
 		return nil, fmt.Errorf("%s: apiVersion %q: want autoscaling/v1, autoscaling/v2, autoscaling/v2beta2 or autoscaling/v2beta1", o.Where, o.APIVersion)
+	}
+	hpa, err := decodeHPAVersion(o.APIVersion, o.JSON)
+	if err != nil {
+		// A status that does not parse (a documentation example's
+		// "lastScaleTime: <some-time>") is dropped: convert writes no status.
+		// The spec's error, if any, is the one to report.
+		if stripped, ok := withoutStatus(o.JSON); ok {
+			hpa, err = decodeHPAVersion(o.APIVersion, stripped)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", o.Where, o.Describe(), err)
@@ -68,6 +68,96 @@ func DecodeHPA(o Object) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 		return nil, fmt.Errorf("%s: metadata.name: required", o.Where)
 	}
 	return hpa, nil
+}
+
+// withoutStatus is an object's JSON without its status; false when it has
+// none.
+func withoutStatus(data []byte) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil, false
+	}
+	if _, ok := m["status"]; !ok {
+		return nil, false
+	}
+	delete(m, "status")
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+func decodeHPAVersion(apiVersion string, data []byte) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	var hpa *autoscalingv2.HorizontalPodAutoscaler
+	var err error
+	switch apiVersion {
+	case "autoscaling/v2", "autoscaling/v2beta2":
+		// v2beta2 and v2 have the same fields
+		hpa = &autoscalingv2.HorizontalPodAutoscaler{}
+		err = decodeStrict(data, hpa)
+	case "autoscaling/v1":
+		hpa, err = decodeV1(data)
+	case "autoscaling/v2beta1":
+		hpa, err = decodeV2beta1(data)
+	default: // DecodeHPA checked it
+		return nil, fmt.Errorf("apiVersion %q", apiVersion)
+	}
+	return hpa, err
+}
+
+// HPAObjects are the HorizontalPodAutoscalers of objs (a helm template or
+// kubectl --dry-run output holds other kinds too); notes name the others,
+// skipped.
+func HPAObjects(objs []Object) (hpas []Object, notes []string) {
+	for _, o := range objs {
+		if o.Kind == "HorizontalPodAutoscaler" {
+			hpas = append(hpas, o)
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s: %s: skipped: not a HorizontalPodAutoscaler", o.Where, o.Describe()))
+	}
+	return hpas, notes
+}
+
+// Labels and annotations that say a tool owns an object and will put it
+// back as it was: Helm (helm.sh/docs, "Labels and Annotations"; and the
+// annotations Helm 3 adopts objects by), Argo CD, Flux.
+var owners = []struct {
+	label, annotation, value string // value: "" for any
+	tool, what               string
+}{
+	{label: "app.kubernetes.io/managed-by", value: "Helm", tool: "Helm", what: "the next helm upgrade recreates the HPA: remove it from the chart (or turn it off in the release's values) first"},
+	{annotation: "meta.helm.sh/release-name", tool: "Helm", what: "the next helm upgrade recreates the HPA: remove it from the chart (or turn it off in the release's values) first"},
+	{label: "argocd.argoproj.io/instance", tool: "Argo CD", what: "Argo CD recreates the HPA at its next sync: remove it from the application's source first"},
+	{annotation: "argocd.argoproj.io/tracking-id", tool: "Argo CD", what: "Argo CD recreates the HPA at its next sync: remove it from the application's source first"},
+	{label: "kustomize.toolkit.fluxcd.io/name", tool: "Flux", what: "Flux recreates the HPA at its next reconciliation: remove it from the Kustomization's source first"},
+	{label: "helm.toolkit.fluxcd.io/name", tool: "Flux", what: "Flux's HelmRelease recreates the HPA at its next reconciliation: remove it from the chart first"},
+}
+
+// OwnerWarnings say which tool manages hpa and will recreate it after a
+// conversion deleted it; one per tool.
+func OwnerWarnings(hpa *autoscalingv2.HorizontalPodAutoscaler) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, o := range owners {
+		var v string
+		var ok bool
+		key := o.label
+		if key != "" {
+			v, ok = hpa.Labels[key]
+		} else {
+			key = o.annotation
+			v, ok = hpa.Annotations[key]
+		}
+		if !ok || (o.value != "" && v != o.value) || seen[o.tool] {
+			continue
+		}
+		seen[o.tool] = true
+		name := hpa.Name
+		if hpa.Namespace != "" {
+			name = hpa.Namespace + "/" + name
+		}
+		out = append(out, fmt.Sprintf("HorizontalPodAutoscaler %s is managed by %s (%s: %s): %s, or the HPA and the MetricAutoscaler will both scale %s %s", name, o.tool, key, v, o.what, hpa.Spec.ScaleTargetRef.Kind, hpa.Spec.ScaleTargetRef.Name))
+	}
+	return out
 }
 
 // fromV1Bounds is a v2 HPA with the target and bounds of a v1 or v2beta1

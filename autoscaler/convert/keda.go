@@ -118,40 +118,55 @@ type KEDAResult struct {
 	// the adapter (cpu and memory only).
 	Adapter *AdapterConfig
 	Issues  []Issue
+	// Notes name the objects of the input that were skipped (not
+	// ScaledObjects, nor read by one): nothing of them was lost.
+	Notes []string
 }
 
-// FromKEDA converts ScaledObjects. A ScaledObject is converted whole or not
-// at all: one with a trigger that cannot be read the same way would scale
-// on fewer metrics than KEDA does, so it gets a Fatal Issue instead of a
-// MetricAutoscaler. What converts with a difference gets an Issue too. An
-// object that is not a ScaledObject as KEDA's API would accept it is an
+// FromKEDA converts the ScaledObjects of objs. A ScaledObject is
+// converted whole or not at all: one with a trigger that cannot be read the
+// same way would scale on fewer metrics than KEDA does, so it gets a Fatal
+// Issue instead of a MetricAutoscaler. What converts with a difference gets
+// an Issue too. The TriggerAuthentications, ClusterTriggerAuthentications,
+// Secrets (their key names only, never their values) and Deployments and
+// StatefulSets (their containers' environment) of objs are read for the
+// triggers that refer to them; every other object is skipped with a Note.
+// An object that is not a ScaledObject as KEDA's API would accept it is an
 // error naming the field.
 func FromKEDA(objs []Object, opts KEDAOptions) (KEDAResult, error) {
 	var res KEDAResult
 	b := newAdapterBuilder(opts.CredentialsDir)
+	x := newInputIndex()
+	var scaledObjects []Object
 	for _, o := range objs {
 		switch o.Kind {
 		case "ScaledObject":
+			if o.APIVersion != "keda.sh/v1alpha1" {
+				return res, fmt.Errorf("%s: %s: apiVersion %q: want keda.sh/v1alpha1", o.Where, o.Describe(), o.APIVersion)
+			}
+			scaledObjects = append(scaledObjects, o)
+			continue
 		case "ScaledJob":
 			res.Issues = append(res.Issues, Issue{Object: o.Describe(), Fatal: true,
 				Reason: "a ScaledJob starts Jobs per event; a MetricAutoscaler scales a workload's replicas"})
 			continue
-		case "TriggerAuthentication", "ClusterTriggerAuthentication":
-			res.Issues = append(res.Issues, Issue{Object: o.Describe(), Fatal: true,
-				Reason: "credentials are not copied: each trigger that uses it says where the adapter reads them from instead"})
-			continue
-		default:
-			return res, fmt.Errorf("%s: %s: kind %q: want ScaledObject", o.Where, o.Describe(), o.Kind)
 		}
-		if o.APIVersion != "keda.sh/v1alpha1" {
-			return res, fmt.Errorf("%s: %s: apiVersion %q: want keda.sh/v1alpha1", o.Where, o.Describe(), o.APIVersion)
+		read, err := x.add(o)
+		if err != nil {
+			return res, err
 		}
+		if !read {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %s: skipped: not a ScaledObject%s", o.Where, o.Describe(), skipNote(o.Kind)))
+		}
+	}
+	targets := map[string]string{} // "namespace Kind name" -> the first ScaledObject on it
+	for _, o := range scaledObjects {
 		var so ScaledObject
 		strict, err := kjson.UnmarshalStrict(o.JSON, &so)
 		if err != nil {
 			return res, fmt.Errorf("%s: %s: %w", o.Where, o.Describe(), err)
 		}
-		c := &soConverter{so: &so, opts: opts, b: b, who: o.Describe()}
+		c := &soConverter{so: &so, opts: opts, b: b, x: x, who: o.Describe()}
 		for _, e := range strict {
 			c.issue(false, "", "%v: not read by convert (a field of a newer KEDA?)", e)
 		}
@@ -159,14 +174,44 @@ func FromKEDA(objs []Object, opts KEDAOptions) (KEDAResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("%s: %s: %w", o.Where, o.Describe(), err)
 		}
+		if ref := so.Spec.ScaleTargetRef; ref != nil {
+			kind := ref.Kind
+			if kind == "" {
+				kind = "Deployment"
+			}
+			key := so.Namespace + " " + kind + " " + ref.Name
+			if first, dup := targets[key]; dup {
+				c.issue(false, "spec.scaleTargetRef", "%s %s is the target of ScaledObject %s too: KEDA refuses a second ScaledObject on one workload, and two MetricAutoscalers on it would undo each other's scaling: apply only one", kind, ref.Name, first)
+			} else {
+				targets[key] = so.Name
+			}
+		}
 		if ma != nil {
 			res.MetricAutoscalers = append(res.MetricAutoscalers, ma)
 			c.commit() // may add issues: the credential files it names
 		}
 		res.Issues = append(res.Issues, c.issues...)
 	}
+	for _, key := range x.order {
+		if !x.auths[key].used {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: skipped: no trigger of the input refers to it", x.where[key]))
+		}
+	}
 	res.Adapter = b.config()
 	return res, nil
+}
+
+// skipNote says why a kind the input may hold is not converted.
+func skipNote(kind string) string {
+	switch kind {
+	case "Secret":
+		return " (its key names are read for the triggers' credentials, never its values)"
+	case "Deployment", "StatefulSet":
+		return " (its containers' environment is read for the triggers that name it)"
+	case "HorizontalPodAutoscaler":
+		return " (convert hpa converts it)"
+	}
+	return ""
 }
 
 // soConverter converts one ScaledObject; its adapter entries are held back
@@ -175,11 +220,15 @@ type soConverter struct {
 	so      *ScaledObject
 	opts    KEDAOptions
 	b       *adapterBuilder
+	x       *inputIndex
 	who     string
 	issues  []Issue
 	pending []func()
 	// minReplicas is the MetricAutoscaler's, as the triggers convert.
 	minReplicas int32
+	// modifier is the formula of advanced.scalingModifiers, when one the
+	// MetricAutoscaler expresses.
+	modifier *modifier
 }
 
 func (c *soConverter) issue(fatal bool, field, format string, args ...any) {
@@ -278,8 +327,15 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	ma.Spec.SyncPeriod = &metav1.Duration{Duration: sync}
 
 	if a := spec.Advanced; a != nil {
-		if len(a.ScalingModifiers) > 0 && string(a.ScalingModifiers) != "null" && string(a.ScalingModifiers) != "{}" {
-			c.issue(true, "spec.advanced.scalingModifiers", "a formula over the triggers' values has no equivalent: a MetricAutoscaler takes the largest proposal of its metrics")
+		if hasScalingModifiers(a) {
+			m, reason, err := parseModifier(a.ScalingModifiers, spec.Triggers)
+			if err != nil {
+				return nil, err
+			}
+			if m == nil {
+				c.issue(true, "spec.advanced.scalingModifiers", "%s", reason)
+			}
+			c.modifier = m
 		}
 		if a.RestoreToOriginalReplicaCount {
 			c.issue(false, "spec.advanced.restoreToOriginalReplicaCount", "no equivalent: deleting the MetricAutoscaler leaves the target at its current size")
@@ -296,10 +352,27 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 		if f.Behavior != "" {
 			fb.Behavior = v1alpha1.FallbackBehavior(f.Behavior)
 		}
+		if f.FailureThreshold == 0 {
+			// KEDA takes 0 (it falls back once failures exceed the threshold)
+			c.issue(false, "spec.fallback.failureThreshold", "0: KEDA falls back at the first failed read; a MetricAutoscaler's least threshold is 1, written here")
+			fb.FailureThreshold = 1
+		}
+		if f.Behavior == kedaFallbackScalingModifiers {
+			// KEDA 2.20: per trigger, inside the formula (its ?? operator)
+			if !hasScalingModifiers(spec.Advanced) {
+				return nil, fmt.Errorf("spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula")
+			}
+			c.issue(true, "spec.fallback.behavior", "scalingModifiers: a failed trigger passed to the formula as nil has no equivalent: a MetricAutoscaler's fallback (static, currentReplicas, currentReplicasIfHigher, currentReplicasIfLower) applies to the whole object")
+			fb.Behavior = v1alpha1.FallbackStatic
+		}
 		if errs := validation.Fallback(fb, field.NewPath("spec", "fallback")); len(errs) > 0 {
 			return nil, fmt.Errorf("%s", describeErrs(errs))
 		}
 		ma.Spec.Fallback = fb
+	}
+	if minR == 0 && onlyResourceTriggers(spec.Triggers) {
+		// KEDA's admission webhook refuses it: the HPA cannot scale to zero on cpu or memory
+		return nil, fmt.Errorf("spec.minReplicaCount: 0 needs a trigger other than cpu and memory (KEDA refuses it; set minReplicaCount to 1 or more)")
 	}
 
 	var activations []v1alpha1.MetricActivation
@@ -311,14 +384,18 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 			continue
 		}
 		ma.Spec.Metrics = append(ma.Spec.Metrics, out.metric)
+		if c.modifier != nil {
+			// the formula's activation replaces the triggers' own
+			out.activation = c.modifier.activation
+		}
 		if out.activation != nil && minR == 0 {
 			activations = append(activations, v1alpha1.MetricActivation{Metric: out.name, Value: *out.activation})
 		}
 	}
+	if c.modifier != nil {
+		c.modifier.apply(ma.Spec.Metrics)
+	}
 	if minR == 0 {
-		if !hasObjectOrExternal(ma.Spec.Metrics) && !c.fatal() {
-			c.issue(true, "spec.minReplicaCount", "0 needs a trigger other than cpu and memory (KEDA cannot scale to zero on them either)")
-		}
 		cooldown := int32(kedaDefaultCooldown)
 		if spec.CooldownPeriod != nil {
 			cooldown = *spec.CooldownPeriod
@@ -338,6 +415,23 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 		return nil, fmt.Errorf("the converted MetricAutoscaler would be invalid: %s", describeErrs(errs))
 	}
 	return ma, nil
+}
+
+// kedaFallbackScalingModifiers is KEDA 2.20's per-trigger fallback.
+const kedaFallbackScalingModifiers = "scalingModifiers"
+
+func hasScalingModifiers(a *KEDAAdvanced) bool {
+	return a != nil && len(a.ScalingModifiers) > 0 && string(a.ScalingModifiers) != "null" && string(a.ScalingModifiers) != "{}"
+}
+
+// onlyResourceTriggers: every trigger is cpu or memory.
+func onlyResourceTriggers(ts []KEDATrigger) bool {
+	for _, t := range ts {
+		if t.Type != "cpu" && t.Type != "memory" {
+			return false
+		}
+	}
+	return true
 }
 
 // triggerOut is one converted trigger.

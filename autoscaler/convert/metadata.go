@@ -44,19 +44,49 @@ type meta struct {
 	c     *soConverter
 	field string // spec.triggers[i]
 	auth  bool   // the trigger has an authenticationRef
-	m     map[string]string
-	read  map[string]bool
+	// ta is the TriggerAuthentication, when the input has it; its
+	// parameters are read where the metadata lacks a key.
+	ta *triggerAuth
+	// authSecret and authEnv are ta's parameters: a Secret's key, or an
+	// environment variable of the workload (in a container, "" for
+	// KEDA's).
+	authSecret map[string]secretKey
+	authEnv    map[string][2]string
+	authRead   map[string]bool
+	m          map[string]string
+	read       map[string]bool
 }
 
 func newMeta(c *soConverter, i int, t *KEDATrigger) *meta {
-	return &meta{c: c, field: fmt.Sprintf("spec.triggers[%d]", i), auth: t.AuthenticationRef != nil, m: t.Metadata, read: map[string]bool{}}
+	d := &meta{c: c, field: fmt.Sprintf("spec.triggers[%d]", i), auth: t.AuthenticationRef != nil, m: t.Metadata, read: map[string]bool{},
+		authSecret: map[string]secretKey{}, authEnv: map[string][2]string{}, authRead: map[string]bool{}}
+	if t.AuthenticationRef != nil && c.x != nil {
+		d.ta = c.x.auth(c.so.Namespace, t.AuthenticationRef)
+	}
+	if d.ta != nil {
+		for _, s := range d.ta.Spec.SecretTargetRef {
+			d.authSecret[s.Parameter] = secretKey{Name: s.Name, Key: s.Key, cluster: d.ta.Kind == "ClusterTriggerAuthentication"}
+		}
+		for _, e := range d.ta.Spec.Env {
+			d.authEnv[e.Parameter] = [2]string{e.Name, e.ContainerName}
+		}
+	}
+	return d
 }
 
-// secretRef is a credential the metadata names.
+// secretRef is a credential the metadata or the TriggerAuthentication
+// names.
 type secretRef struct {
 	present bool   // KEY or KEYFromEnv is there, even empty
 	inline  bool   // KEY holds the credential itself
 	env     string // the workload's variable KEYFromEnv names
+	// secret is the Secret's key it comes from: a TriggerAuthentication's
+	// secretTargetRef, or the workload's variable read from a Secret.
+	secret *secretKey
+	// from names where it was found, for messages.
+	from string
+	// viaEnv: secret is what the workload's KEYFromEnv variable reads.
+	viaEnv bool
 }
 
 // metaTag is a parsed `keda:"..."` tag.
@@ -130,7 +160,29 @@ func (d *meta) decodeField(t metaTag, v reflect.Value) bool {
 	if v.Type() == secretRefType {
 		_, inline := d.m[t.key]
 		_, fromEnv := d.m[t.key+"FromEnv"]
-		v.Set(reflect.ValueOf(secretRef{present: inline || fromEnv, inline: d.get(t.key) != "", env: d.get(t.key + "FromEnv")}))
+		ref := secretRef{present: inline || fromEnv, inline: d.get(t.key) != "", env: d.get(t.key + "FromEnv")}
+		container := ""
+		if !ref.present {
+			if s, ok := d.authSecret[t.key]; ok {
+				d.authRead[t.key] = true
+				ref.present, ref.secret, ref.from = true, &s, d.ta.describe()
+			} else if e, ok := d.authEnv[t.key]; ok {
+				d.authRead[t.key] = true
+				ref.present, ref.env, container, ref.from = true, e[0], e[1], d.ta.describe()
+			}
+		}
+		if ref.env != "" {
+			// a variable the workload reads from a Secret: the same key
+			if ev, ok := d.c.workloadEnv(ref.env, container); ok && ev.secret != nil {
+				if ref.from == "" {
+					ref.from, ref.viaEnv = "the workload's variable "+ref.env, true
+				} else {
+					ref.from += ", the workload's variable " + ref.env
+				}
+				ref.secret, ref.env = ev.secret, ""
+			}
+		}
+		v.Set(reflect.ValueOf(ref))
 		return true
 	}
 	s, ok := d.text(t)
@@ -174,18 +226,40 @@ func (d *meta) decodeField(t metaTag, v reflect.Value) bool {
 // false when the key is required and none of them gives it.
 func (d *meta) text(t metaTag) (string, bool) {
 	v := d.get(t.key)
+	envKey, name, container := t.key+"FromEnv", "", ""
 	if v == "" && t.env {
-		if name := d.get(t.key + "FromEnv"); name != "" {
-			val, ok := d.c.opts.Env[name]
-			if !ok || val == "" {
-				reason := fmt.Sprintf("%s is an environment variable of the workload's container, which convert cannot read: give its value with --env %s=VALUE", name, name)
-				if t.hint != "" {
-					reason += " " + t.hint
-				}
-				return "", d.fail(t.key+"FromEnv", "%s", reason)
-			}
-			v = val
+		name = d.get(envKey)
+	}
+	if v == "" && name == "" {
+		// the TriggerAuthentication's parameter, where the metadata has none
+		if s, ok := d.authSecret[t.key]; ok {
+			d.authRead[t.key] = true
+			return "", d.fail(t.key, "from key %q of Secret %q (%s): convert never copies a Secret's values; write %s in the trigger's metadata", s.Key, s.Name, d.ta.describe(), t.key)
 		}
+		if e, ok := d.authEnv[t.key]; ok {
+			d.authRead[t.key] = true
+			name, container, envKey = e[0], e[1], t.key
+		}
+	}
+	if v == "" && name != "" {
+		val, ok := d.c.opts.Env[name]
+		if !ok || val == "" {
+			ev, found := d.c.workloadEnv(name, container)
+			switch {
+			case found && ev.secret != nil:
+				return "", d.fail(envKey, "%s is read from key %q of Secret %q by the workload: convert never copies a Secret's values; give it with --env %s=VALUE", name, ev.secret.Key, ev.secret.Name, name)
+			case found && ev.value != nil && *ev.value != "":
+				val, ok = *ev.value, true
+			}
+		}
+		if !ok || val == "" {
+			reason := fmt.Sprintf("%s is an environment variable of the workload's container, which convert cannot read: give its value with --env %s=VALUE", name, name)
+			if t.hint != "" {
+				reason += " " + t.hint
+			}
+			return "", d.fail(envKey, "%s", reason)
+		}
+		v = val
 	}
 	if v == "" && t.def != nil {
 		v = *t.def
@@ -193,8 +267,8 @@ func (d *meta) text(t metaTag) (string, bool) {
 	switch {
 	case v != "" || !(t.required || t.threshold):
 		return v, true
-	case t.env && d.auth:
-		return "", d.fail(t.key, "missing: it may come from the trigger's TriggerAuthentication, which convert does not read; set it in the metadata")
+	case t.env && d.auth && d.ta == nil:
+		return "", d.fail(t.key, "missing: it may come from the trigger's TriggerAuthentication, which is not in the input; set it in the metadata, or give the TriggerAuthentication with -f")
 	default:
 		return "", d.fail(t.key, "required")
 	}
@@ -216,6 +290,14 @@ func (d *meta) get(k string) string {
 	return strings.TrimSpace(d.m[k])
 }
 
+// markAuthRead marks TriggerAuthentication parameters a trigger reported
+// itself.
+func (d *meta) markAuthRead(params ...string) {
+	for _, p := range params {
+		d.authRead[p] = true
+	}
+}
+
 // ignore marks keys that need no conversion.
 func (d *meta) ignore(keys ...string) {
 	for _, k := range keys {
@@ -234,5 +316,23 @@ func (d *meta) leftovers() {
 	slices.Sort(keys)
 	for _, k := range keys {
 		d.warn(k, "not read by convert: it has no effect on the MetricAutoscaler")
+	}
+	if d.ta == nil {
+		return
+	}
+	var params []string
+	for p := range d.authSecret {
+		params = append(params, p)
+	}
+	for p := range d.authEnv {
+		if _, dup := d.authSecret[p]; !dup {
+			params = append(params, p)
+		}
+	}
+	slices.Sort(params)
+	for _, p := range params {
+		if !d.authRead[p] && !d.read[p] {
+			d.c.issue(false, d.field+".authenticationRef", "%s parameter %q: not read by convert: the converted metric reads without it", d.ta.describe(), p)
+		}
 	}
 }

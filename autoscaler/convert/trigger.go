@@ -36,6 +36,9 @@ type external struct {
 type secretOption struct {
 	path  []string
 	value func(p *builtProvider) any
+	// id is where the credential comes from when known before the provider
+	// ("file:/path", "env:NAME"); "" for a placeholder file of the provider.
+	id string
 }
 
 // set puts the credential into opts unless it is there already.
@@ -70,6 +73,16 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 		}
 		return false
 	}
+	if ta := d.ta; ta != nil {
+		if pi := ta.Spec.PodIdentity; pi != nil && pi.Provider != "" && pi.Provider != "none" {
+			c.issue(true, d.field+".authenticationRef", "%s uses podIdentity (provider %s): no metricscale provider authenticates with a cloud workload identity", ta.describe(), pi.Provider)
+			return nil
+		}
+		if other := ta.otherSources(); len(other) > 0 {
+			c.issue(true, d.field+".authenticationRef", "%s reads parameters from %s, which convert does not read (only secretTargetRef and env)", ta.describe(), strings.Join(other, ", "))
+			return nil
+		}
+	}
 	typ, ok := lookupTrigger(t.Type)
 	if !ok {
 		c.issue(true, d.field+".type", "%q: no metricscale provider reads it (convertible: %s)", t.Type, strings.Join(triggerNames(), ", "))
@@ -97,13 +110,17 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 		c.issue(true, d.field+".metricType", "%q: a %s trigger takes AverageValue or Value", t.MetricType, t.Type)
 		return nil
 	}
-	if t.AuthenticationRef != nil && !ext.authRef {
+	if t.AuthenticationRef != nil && d.ta == nil && !ext.authRef {
 		c.issue(false, d.field+".authenticationRef", "TriggerAuthentication %q is not read: the converted metric reads without what it provides", t.AuthenticationRef.Name)
 	}
 	d.leftovers()
 	name := metricName(c.so.Namespace, c.so.Name, i, t.Type)
 	c.pending = append(c.pending, func() {
-		p := c.b.provider(ext.provider, ext.listKey, ext.conn)
+		var ids []string
+		for _, s := range ext.secrets {
+			ids = append(ids, s.id)
+		}
+		p := c.b.provider(ext.provider, ext.listKey, ext.conn, strings.Join(ids, "\x00"))
 		for _, s := range ext.secrets {
 			s.set(p)
 		}
@@ -157,10 +174,26 @@ func (c *soConverter) password(d *meta, t *KEDATrigger, s secretRef, authNote st
 	switch {
 	case s.present:
 		opt.value = c.secret(d, "password", "password", s)
-	case t.AuthenticationRef != nil:
+		opt.id = c.secretID(s)
+	case t.AuthenticationRef != nil && d.ta == nil:
 		opt.value = c.placeholder(d.field+".authenticationRef", "password", fmt.Sprintf("TriggerAuthentication %q is not read%s", t.AuthenticationRef.Name, authNote))
 	}
 	return opt
+}
+
+// workloadEnv is the scale target's variable name as the input's
+// Deployment or StatefulSet sets it (in container, else the one KEDA
+// reads); false when the input does not say.
+func (c *soConverter) workloadEnv(name, container string) (envVar, bool) {
+	if c.x == nil || c.so.Spec.ScaleTargetRef == nil {
+		return envVar{}, false
+	}
+	ct := c.x.container(c.so.Namespace, c.so.Spec.ScaleTargetRef, container)
+	if ct == nil {
+		return envVar{}, false
+	}
+	ev, ok := ct.env[name]
+	return ev, ok
 }
 
 // secret is where a provider reads a credential KEDA had: from the
@@ -169,6 +202,26 @@ func (c *soConverter) password(d *meta, t *KEDATrigger, s secretRef, authNote st
 // credential itself is never copied; each way is an issue saying what to
 // do.
 func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *builtProvider) any {
+	if s.secret != nil {
+		file := c.b.credDir + "/" + s.secret.Name + "/" + s.secret.Key
+		field := d.field + ".authenticationRef"
+		if s.viaEnv {
+			field = d.field + ".metadata." + key + "FromEnv"
+		}
+		if has, known := c.x.hasSecretKey(c.so.Namespace, *s.secret); known && !has {
+			c.issue(false, field, "the %s (%s) is key %q of Secret %q, which has no such key in the input", what, s.from, s.secret.Key, s.secret.Name)
+		}
+		where := "the ScaledObject's namespace"
+		if s.secret.cluster {
+			where = "KEDA's namespace"
+		}
+		c.issue(false, field, "the adapter reads the %s (%s) from %s: mount Secret %q (key %q, of %s) at %s/%s in the adapter's pod (the Secret copied to the adapter's namespace)", what, s.from, file, s.secret.Name, s.secret.Key, where, c.b.credDir, s.secret.Name)
+		return func(*builtProvider) any { return map[string]any{"file": file} }
+	}
+	if s.env != "" && s.from != "" {
+		c.issue(false, d.field+".authenticationRef", "the adapter reads the %s (%s) from its own environment variable %s: set it on the adapter's container (from the same Secret as the workload's)", what, s.from, s.env)
+		return func(*builtProvider) any { return map[string]any{"env": s.env} }
+	}
 	if s.env != "" {
 		d.warn(key+"FromEnv", "the adapter reads the %s from its own environment variable %s: set it on the adapter's container (from the same Secret as the workload's)", what, s.env)
 		return func(*builtProvider) any { return map[string]any{"env": s.env} }
@@ -177,6 +230,18 @@ func (c *soConverter) secret(d *meta, key, what string, s secretRef) func(p *bui
 		return c.placeholder(d.field+".metadata."+key, what, "the "+what+" written in the trigger is not copied")
 	}
 	return c.placeholder(d.field+".metadata", what, "the "+what+" is not in the trigger")
+}
+
+// secretID is where a credential c.secret reads comes from, when that
+// is known now.
+func (c *soConverter) secretID(s secretRef) string {
+	switch {
+	case s.secret != nil:
+		return "file:" + c.b.credDir + "/" + s.secret.Name + "/" + s.secret.Key
+	case s.env != "":
+		return "env:" + s.env
+	}
+	return ""
 }
 
 // placeholder is a credential file the adapter config names: the issue,

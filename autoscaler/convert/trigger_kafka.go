@@ -76,6 +76,7 @@ func (c *soConverter) kafka(d *meta, t *KEDATrigger) *external {
 		mech := map[string]string{"plaintext": "PLAIN", "scram_sha256": "SCRAM-SHA-256", "scram_sha512": "SCRAM-SHA-512"}[s]
 		conn["sasl"] = map[string]any{"mechanism": mech, "username": "REPLACE-WITH-USERNAME", "password": nil}
 		sasl.value = c.placeholder(d.field+".metadata.sasl", "sasl password", "the SASL credentials (from the TriggerAuthentication) are not copied: set providers[].options.sasl.username")
+		d.markAuthRead("username", "password") // said here once
 		authRef = true
 	default:
 		d.fail("sasl", "%q: the kafka provider supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", s)
@@ -87,13 +88,14 @@ func (c *soConverter) kafka(d *meta, t *KEDATrigger) *external {
 		conn["tls"] = map[string]any{}
 		if t.AuthenticationRef != nil {
 			d.warn("tls", "the CA and client certificate (from the TriggerAuthentication) are not copied: set providers[].options.tls.caFile, certFile and keyFile")
+			d.markAuthRead("ca", "cert", "key", "keyPassword") // said here once
 		}
 		authRef = true
 	default:
 		d.fail("tls", "%q: want enable or disable", tl)
 		return nil
 	}
-	if t.AuthenticationRef != nil && !authRef {
+	if t.AuthenticationRef != nil && d.ta == nil && !authRef {
 		c.issue(false, d.field+".authenticationRef", "TriggerAuthentication %q is not read: the provider connects without SASL or TLS", t.AuthenticationRef.Name)
 		authRef = true
 	}

@@ -34,7 +34,7 @@ func (c *soConverter) natsJetStream(d *meta, t *KEDATrigger) *external {
 	if acc := m.Account; acc != "" && acc != "$G" {
 		d.warn("account", "%q: the account is the one of the provider's credentials (user, token or creds file), which convert cannot set", acc)
 	}
-	if t.AuthenticationRef != nil {
+	if t.AuthenticationRef != nil && d.ta == nil {
 		c.issue(false, d.field+".authenticationRef", "TriggerAuthentication %q is not read: set the provider's user/password, token or credsFile", t.AuthenticationRef.Name)
 	}
 	return &external{provider: "nats", conn: map[string]any{"servers": []any{server}}, target: m.LagThreshold, activ: m.ActivationLagThreshold, authRef: true,

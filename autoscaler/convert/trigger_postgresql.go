@@ -12,7 +12,7 @@ import (
 // postgresqlMeta is what a postgresql trigger's metadata says; the server
 // is the connection string's, else postgresqlServer's.
 type postgresqlMeta struct {
-	Connection                 string             `keda:"connection,env,hint=(without the password), or set host, port, userName and dbName"`
+	Connection                 string             `keda:"connection,env,hint=(its password is not copied: it becomes a file to mount), or set host, port, userName and dbName"`
 	Password                   secretRef          `keda:"password"`
 	Query                      string             `keda:"query,required,env"`
 	TargetQueryValue           *resource.Quantity `keda:"targetQueryValue,threshold"`
@@ -36,11 +36,20 @@ func (c *soConverter) postgresql(d *meta, t *KEDATrigger) *external {
 		return nil
 	}
 	conn := map[string]any{}
+	password := c.password(d, t, m.Password, "")
 	if m.Connection != "" {
 		parsed, err := parsePostgresConnection(m.Connection)
 		if err != nil {
 			d.fail("connectionFromEnv", "%v", err)
 			return nil
+		}
+		if parsed["password"] != nil {
+			delete(parsed, "password")
+			if password.value == nil {
+				// the provider takes no password in its connection options:
+				// a file to mount it at, never the value
+				password.value = c.placeholder(d.field+".metadata.connection", "password", "the password in the connection string is not copied")
+			}
 		}
 		conn = parsed
 	} else {
@@ -69,12 +78,13 @@ func (c *soConverter) postgresql(d *meta, t *KEDATrigger) *external {
 	wrapped := "SELECT value FROM (" + q + ") AS keda_query(value) LIMIT 1"
 	return &external{provider: "postgresql", conn: conn, target: m.TargetQueryValue, activ: m.ActivationTargetQueryValue, authRef: true,
 		entry:   c.metricEntry(map[string]any{"query": wrapped}),
-		secrets: []secretOption{c.password(d, t, m.Password, "")}}
+		secrets: []secretOption{password}}
 }
 
 // parsePostgresConnection reads host, port, user, database and sslmode
 // from a libpq connection string (key=value or a postgres:// URL); a
-// password in it is left out.
+// password in it is not returned, only "password": true says it is there.
+// Errors never quote the string (it may hold the password).
 func parsePostgresConnection(s string) (map[string]any, error) {
 	out := map[string]any{}
 	set := func(k, v string) error {
@@ -84,7 +94,7 @@ func parsePostgresConnection(s string) (map[string]any, error) {
 		case "port":
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return fmt.Errorf("port %q is not a number", v)
+				return fmt.Errorf("the port is not a number")
 			}
 			out["port"] = n
 		case "user":
@@ -93,6 +103,10 @@ func parsePostgresConnection(s string) (map[string]any, error) {
 			out["database"] = v
 		case "sslmode":
 			out["sslMode"] = v
+		case "password":
+			if v != "" {
+				out["password"] = true
+			}
 		}
 		return nil
 	}
@@ -111,6 +125,9 @@ func parsePostgresConnection(s string) (map[string]any, error) {
 		}
 		if u.User != nil {
 			out["user"] = u.User.Username()
+			if p, ok := u.User.Password(); ok && p != "" {
+				out["password"] = true
+			}
 		}
 		out["database"] = strings.TrimPrefix(u.Path, "/")
 		if m := u.Query().Get("sslmode"); m != "" {
@@ -120,7 +137,7 @@ func parsePostgresConnection(s string) (map[string]any, error) {
 		for _, kv := range strings.Fields(s) {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
-				return nil, fmt.Errorf("%q is not key=value", kv)
+				return nil, fmt.Errorf("a field of the connection string is not key=value")
 			}
 			if err := set(k, strings.Trim(v, "'")); err != nil {
 				return nil, err

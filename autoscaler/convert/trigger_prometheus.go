@@ -36,6 +36,10 @@ func (c *soConverter) prometheus(d *meta, _ *KEDATrigger) *external {
 	d.ignore("timeout")
 	u, err := url.Parse(m.ServerAddress)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if strings.Contains(m.ServerAddress, "@") {
+			d.fail("serverAddress", "not an http or https URL") // not quoted: it may hold a password
+			return nil
+		}
 		d.fail("serverAddress", "%q is not an http or https URL", m.ServerAddress)
 		return nil
 	}
@@ -100,6 +104,8 @@ func (c *soConverter) prometheus(d *meta, _ *KEDATrigger) *external {
 			}
 		}
 		authRef = true
+		// said above for each mode
+		d.markAuthRead("bearerToken", "username", "password", "ca", "cert", "key")
 	}
 	metricsQuery := m.Query
 	if m.IgnoreNullValues {

@@ -120,15 +120,17 @@ func (c *soConverter) rabbitmq(d *meta, t *KEDATrigger) *external {
 		password = c.placeholder(d.field+".metadata.host", "password", why)
 	case m.Username != "":
 		user = m.Username
-	case t.AuthenticationRef != nil:
+	case t.AuthenticationRef != nil && d.ta == nil:
 		user = "REPLACE-WITH-USERNAME"
 		password = c.placeholder(d.field+".authenticationRef", "password", fmt.Sprintf("TriggerAuthentication %q is not read: set providers[].options.username", t.AuthenticationRef.Name))
 	default:
 		user = "guest"
 		password = c.placeholder(d.field+".metadata.host", "password", "no user in the URL: RabbitMQ's default user guest is assumed, as KEDA does")
 	}
+	passwordID := ""
 	if m.Password.present || password == nil {
 		password = c.secret(d, "password", "password", m.Password)
+		passwordID = c.secretID(m.Password)
 	}
 	conn["username"] = user
 	if m.UnsafeSSL && (u.Scheme == "https" || u.Scheme == "amqps") {
@@ -194,5 +196,5 @@ func (c *soConverter) rabbitmq(d *meta, t *KEDATrigger) *external {
 	}
 	return &external{provider: "rabbitmq", conn: conn, target: target, activ: m.ActivationValue, authRef: true,
 		entry:   c.metricEntry(fields),
-		secrets: []secretOption{{path: []string{"password"}, value: password}}}
+		secrets: []secretOption{{path: []string{"password"}, value: password, id: passwordID}}}
 }

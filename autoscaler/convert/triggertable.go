@@ -7,6 +7,7 @@ var triggerTypes = []triggerType{
 	{name: "prometheus", external: (*soConverter).prometheus},
 	{name: "rabbitmq", external: (*soConverter).rabbitmq},
 	{name: "redis", external: (*soConverter).redis},
+	{name: "redis-streams", external: (*soConverter).redisStreams},
 	{name: "kafka", external: (*soConverter).kafka},
 	{name: "postgresql", external: (*soConverter).postgresql},
 	{name: "nats-jetstream", external: (*soConverter).natsJetStream},

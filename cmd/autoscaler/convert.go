@@ -41,8 +41,12 @@ const convertUsage = `Usage:
 
 Without -f, the objects are read from the cluster of the kubeconfig (the named ones, or
 every one of the namespace). The MetricAutoscalers go to standard output (or -o FILE).
-Exit status: 0 converted, 1 error, 2 usage, 3 something did not convert exactly (listed on
-standard error and as comments in the output).
+Objects of other kinds in the files are skipped, each with a note on standard error.
+Exit status: 0 converted, 1 error (an object the API server or KEDA would refuse), 2 usage,
+3 converted with something to act on (listed on standard error and as comments in the output):
+keda: what did not convert, or not exactly; hpa (without --apply): an HPA that Helm, Argo CD or
+Flux will recreate.
+
 `
 
 // convertCmd is `autoscaler convert hpa|keda`.
@@ -186,6 +190,10 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 			return exitError
 		}
 	}
+	objs, notes := convert.HPAObjects(objs)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
 	for _, o := range objs {
 		h, err := convert.DecodeHPA(o)
 		if err != nil {
@@ -195,6 +203,7 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 		hpas = append(hpas, h)
 	}
 	var mas []*v1alpha1.MetricAutoscaler
+	var warnings []string
 	for _, h := range hpas {
 		ma, err := convert.FromHPA(h, opts)
 		if err != nil {
@@ -202,14 +211,21 @@ func printHPAs(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 			return exitError
 		}
 		mas = append(mas, ma)
+		warnings = append(warnings, convert.OwnerWarnings(h)...)
 	}
 	if len(mas) == 0 {
 		fmt.Fprintln(stderr, "convert hpa: no HorizontalPodAutoscaler found")
 		return exitError
 	}
-	if err := writeOutput(output, stdout, func(w io.Writer) error { return convert.WriteMetricAutoscalers(w, nil, mas) }); err != nil {
+	if err := writeOutput(output, stdout, func(w io.Writer) error { return convert.WriteMetricAutoscalers(w, warnings, mas) }); err != nil {
 		fmt.Fprintf(stderr, "convert hpa: %v\n", err)
 		return exitError
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if len(warnings) > 0 {
+		return exitNotConverted
 	}
 	return exitOK
 }
@@ -227,6 +243,16 @@ func applyHPAs(ctx context.Context, cl *clusterClients, sel convert.Selection, o
 		for _, n := range sel.Names {
 			addTarget([2]string{sel.Namespace, n})
 		}
+		for _, n := range sel.Names {
+			// one by one: a named HPA already handed over is gone
+			hpas, err := convert.ReadHPAs(ctx, cl.kube, convert.Selection{Namespace: sel.Namespace, Names: []string{n}})
+			if err != nil {
+				continue
+			}
+			for _, w := range convert.OwnerWarnings(hpas[0]) {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
+		}
 	} else {
 		hpas, err := convert.ReadHPAs(ctx, cl.kube, sel)
 		if err != nil {
@@ -240,6 +266,9 @@ func applyHPAs(ctx context.Context, cl *clusterClients, sel convert.Selection, o
 		}
 		for _, h := range hpas {
 			addTarget([2]string{h.Namespace, h.Name})
+			for _, w := range convert.OwnerWarnings(h) {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
 		}
 		for _, p := range pending {
 			addTarget(p)
@@ -289,6 +318,13 @@ func printKEDA(ctx context.Context, cl *clusterClients, objs []convert.Object, s
 	res, err := convert.FromKEDA(objs, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "convert keda: %v\n", err)
+		return exitError
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+	if len(res.MetricAutoscalers) == 0 && len(res.Issues) == 0 {
+		fmt.Fprintln(stderr, "convert keda: no ScaledObject found")
 		return exitError
 	}
 	var lines []string

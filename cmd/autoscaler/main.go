@@ -20,25 +20,16 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "simulate":
-			os.Exit(simulate(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "record":
-			os.Exit(recordCommand(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
-		case "convert":
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := convertCmd(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
-			stop()
-			os.Exit(code)
-		}
-	}
-
 	opts := app.NewOptions()
-	fs := pflag.NewFlagSet("autoscaler", pflag.ExitOnError)
+	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
 	opts.AddFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	_ = fs.Parse(os.Args[1:])
+	if code, ran := dispatch(context.Background(), os.Args[1:], fs, os.Stdin, os.Stdout, os.Stderr); ran {
+		os.Exit(code)
+	}
+	if code, exit := parseControllerFlags(fs, os.Args[1:], os.Stdout, os.Stderr); exit {
+		os.Exit(code)
+	}
 	if *showVersion {
 		fmt.Println(version.String("metricscale-autoscaler"))
 		return

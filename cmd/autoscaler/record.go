@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +46,9 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0 // --help: the usage is printed
+		}
 		return 2
 	}
 	if fs.NArg() != 1 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,9 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0 // --help: the usage is printed
+		}
 		return 2
 	}
 	if *file == "" {
