@@ -70,6 +70,7 @@ func TestHelmChart(t *testing.T) {
 		{"push off", []string{"adapter.push.enabled=false"}},
 		{"push token made by the chart", []string{"adapter.push.tokenSecret.create=true"}},
 		{"selector resources", []string{"adapter.config.selectorResources={deployments.apps,namespaces}"}},
+		{"prometheus-adapter layout", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false"}},
 	}
 	for _, s := range sets {
 		t.Run(s.name, func(t *testing.T) {

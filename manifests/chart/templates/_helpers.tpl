@@ -81,8 +81,75 @@ both name the ConfigMap with the same hash.
 {{- define "metricscale.adapter.configText" -}}
 # The adapter's --config: which providers run and which metrics each serves.
 # Validate with: adapter check-config -f config.yaml
-{{ toYaml .Values.adapter.config }}
+{{ include "metricscale.adapter.config" . }}
 {{ end -}}
+
+{{/*
+The adapter.config value, or with prometheus.url (the prometheus-community
+prometheus-adapter chart's layout) its providers and routes replaced by one
+prometheus provider serving every metric with rules.*, as that chart renders
+them into prometheus-adapter's rules file.
+*/}}
+{{- define "metricscale.adapter.config" -}}
+{{- $c := deepCopy .Values.adapter.config -}}
+{{- if .Values.prometheus.url -}}
+{{- $p := .Values.prometheus -}}
+{{- $url := tpl $p.url . -}}
+{{- if $p.port }}{{ $url = printf "%s:%v" $url $p.port }}{{ end -}}
+{{- $url = printf "%s%s" $url ($p.path | default "") -}}
+{{- $opts := dict "url" $url -}}
+{{- with .Values.metricsRelistInterval }}{{ $_ := set $opts "relistInterval" . }}{{ end -}}
+{{- $rules := list -}}
+{{- if .Values.rules.default }}{{ $rules = concat $rules (include "metricscale.prometheus.defaultRules" . | fromYamlArray) }}{{ end -}}
+{{- with .Values.rules.custom }}{{ $rules = concat $rules (tpl (toYaml .) $ | fromYamlArray) }}{{ end -}}
+{{- with $rules }}{{ $_ := set $opts "rules" . }}{{ end -}}
+{{- with .Values.rules.external }}{{ $_ := set $opts "externalRules" . }}{{ end -}}
+{{- with .Values.rules.resource }}{{ $_ := set $opts "resourceRules" . }}{{ end -}}
+{{- $routes := list (dict "metric" "*" "provider" "prometheus") -}}
+{{- if .Values.rules.resource }}{{ $routes = append $routes (dict "metric" "*" "provider" "prometheus" "kind" "resource") }}{{ end -}}
+{{- $_ := set $c "providers" (list (dict "name" "prometheus" "type" "prometheus" "options" $opts)) -}}
+{{- $_ := set $c "routes" $routes -}}
+{{- end -}}
+{{- toYaml $c -}}
+{{- end -}}
+
+{{/* metrics.k8s.io is served: adapter.metricsAPI.enabled, or resource rules with prometheus.url. */}}
+{{- define "metricscale.adapter.metricsAPI" -}}
+{{- if or .Values.adapter.metricsAPI.enabled (and .Values.prometheus.url .Values.rules.resource) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+rules.default: the metrics of the prometheus-community prometheus-adapter
+chart's default rules. cAdvisor's container_* series of a pod (the POD
+sandbox left out) as pod metrics: *_seconds_total and other *_total counters
+as 5m rates named without the suffix, the rest as they are. Every other
+namespaced series as metrics of the objects its labels name: *_total
+counters as 5m rates without the suffix (*_seconds_total ones without
+"_seconds_total"), the rest as they are.
+*/}}
+{{- define "metricscale.prometheus.defaultRules" -}}
+{{- $container := "{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\",pod!=\"\"}" -}}
+{{- $other := "{namespace!=\"\",__name__!~\"^container_.*\"}" -}}
+{{- $podRes := dict "overrides" (dict "namespace" (dict "resource" "namespace") "pod" (dict "resource" "pod")) -}}
+{{- $byLabel := dict "template" "<<.Resource>>" -}}
+{{- $rate := "sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)" -}}
+{{- $cRate := "sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[5m])) by (<<.GroupBy>>)" -}}
+{{- list
+  (dict "seriesQuery" $container "seriesFilters" list "resources" $podRes
+        "name" (dict "matches" "^container_(.*)_seconds_total$" "as" "") "metricsQuery" $cRate)
+  (dict "seriesQuery" $container "seriesFilters" (list (dict "isNot" "^container_.*_seconds_total$")) "resources" $podRes
+        "name" (dict "matches" "^container_(.*)_total$" "as" "") "metricsQuery" $cRate)
+  (dict "seriesQuery" $container "seriesFilters" (list (dict "isNot" "^container_.*_total$")) "resources" $podRes
+        "name" (dict "matches" "^container_(.*)$" "as" "")
+        "metricsQuery" "sum(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}) by (<<.GroupBy>>)")
+  (dict "seriesQuery" $other "seriesFilters" (list (dict "isNot" ".*_total$")) "resources" $byLabel
+        "name" (dict "matches" "" "as" "") "metricsQuery" "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)")
+  (dict "seriesQuery" $other "seriesFilters" (list (dict "isNot" ".*_seconds_total")) "resources" $byLabel
+        "name" (dict "matches" "^(.*)_total$" "as" "") "metricsQuery" $rate)
+  (dict "seriesQuery" $other "seriesFilters" list "resources" $byLabel
+        "name" (dict "matches" "^(.*)_seconds_total$" "as" "") "metricsQuery" $rate)
+  | toYaml -}}
+{{- end -}}
 
 {{/*
 The ConfigMap's name. With configHashSuffix, kustomize's configMapGenerator
@@ -129,6 +196,15 @@ API group, the core group first.
 
 {{/* Checks across values that values.schema.json cannot express with a clear message. */}}
 {{- define "metricscale.validate" -}}
+{{- if .Values.rules.existing -}}
+{{- fail "rules.existing: a ConfigMap of prometheus-adapter rules is not mounted by this chart: give the rules as rules.custom, rules.external and rules.resource (or as adapter.config)" -}}
+{{- end -}}
+{{- if and .Values.prometheus.url (not (or .Values.rules.default .Values.rules.custom .Values.rules.external .Values.rules.resource)) -}}
+{{- fail "rules: prometheus.url without rules (rules.default false, no rules.custom, rules.external or rules.resource): the Prometheus provider would serve nothing" -}}
+{{- end -}}
+{{- if and .Values.prometheus.url .Values.adapter.enabled .Values.adapter.push.enabled -}}
+{{- fail "prometheus.url: the adapter then serves every metric from Prometheus and the push endpoint has no memory provider to feed: set adapter.push.enabled=false, or write adapter.config with a prometheus provider and a memory provider instead of prometheus.url" -}}
+{{- end -}}
 {{- if and (not .Values.adapter.enabled) (not .Values.autoscaler.enabled) -}}
 {{- fail "adapter.enabled and autoscaler.enabled are both false: the chart would install nothing" -}}
 {{- end -}}
