@@ -549,6 +549,10 @@ func TestInvalidValues(t *testing.T) {
 		{"prometheus.url with the push endpoint", []string{"prometheus.url=http://prometheus.monitoring.svc"}, "set adapter.push.enabled=false"},
 		{"rules.existing", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.existing=my-rules"}, "rules.existing: a ConfigMap"},
 		{"prometheus.url without rules", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.default=false"}, "rules: prometheus.url without rules"},
+		{"misspelt rbac key", []string{"rbac.creat=false"}, "'creat' not allowed"},
+		{"bad dnsPolicy", []string{"adapter.dnsPolicy=Cluster"}, "/adapter/dnsPolicy"},
+		{"negative revisionHistoryLimit", []string{"autoscaler.revisionHistoryLimit=-1"}, "/autoscaler/revisionHistoryLimit"},
+		{"quota without a priority class", []string{"adapter.priorityClassResourceQuota.enabled=true", "adapter.priorityClassName="}, "adapter.priorityClassName is required"},
 		{"misspelt rules key", []string{"rules.defaults=true"}, "'defaults' not allowed"},
 		{"bad relist interval", []string{"metricsRelistInterval=1 minute"}, "/metricsRelistInterval"},
 	}

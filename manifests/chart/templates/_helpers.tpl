@@ -3,13 +3,32 @@ Prefix of every object's name: "metricscale" for a release named metricscale
 (the names of the kustomize base), else "<release>-metricscale".
 */}}
 {{- define "metricscale.fullname" -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains .Chart.Name .Release.Name -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The namespace of every namespaced object: namespaceOverride or the release's. */}}
+{{- define "metricscale.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+ServiceAccount names: <component>.serviceAccount.name, default the
+component's name when the chart creates it, "default" when it does not.
+*/}}
+{{- define "metricscale.adapter.serviceAccountName" -}}
+{{- $sa := .Values.adapter.serviceAccount -}}
+{{- $sa.name | default (ternary (include "metricscale.adapter.name" .) "default" $sa.create) -}}
+{{- end -}}
+{{- define "metricscale.autoscaler.serviceAccountName" -}}
+{{- $sa := .Values.autoscaler.serviceAccount -}}
+{{- $sa.name | default (ternary (include "metricscale.autoscaler.name" .) "default" $sa.create) -}}
 {{- end -}}
 
 {{- define "metricscale.adapter.name" -}}{{ include "metricscale.fullname" . }}-adapter{{- end -}}
@@ -25,6 +44,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "metricscale.adapter.selectorLabels" -}}
@@ -57,7 +79,7 @@ app.kubernetes.io/part-of: metricscale
 {{/* The adapter's Service, which the APIServices and the certificate name. */}}
 {{- define "metricscale.adapter.dnsNames" -}}
 {{- $svc := include "metricscale.adapter.name" . -}}
-{{- $ns := .Release.Namespace -}}
+{{- $ns := (include "metricscale.namespace" $) -}}
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.certs.clusterDomain) | toJson -}}
 {{- end -}}
 
@@ -229,5 +251,14 @@ API group, the core group first.
 {{- fail "certs.provided.caBundle: not a base64-encoded PEM certificate (encode the CA file with base64 -w0)" -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A PodDisruptionBudget's minAvailable or maxUnavailable (one of them), from (dict enabled minAvailable maxUnavailable). */}}
+{{- define "metricscale.pdbSpec" -}}
+{{- if not (kindIs "invalid" .maxUnavailable) -}}
+maxUnavailable: {{ .maxUnavailable }}
+{{- else -}}
+minAvailable: {{ .minAvailable }}
 {{- end -}}
 {{- end -}}
