@@ -92,9 +92,13 @@ var conventions = []struct {
 	{"probes, revisionHistoryLimit, hostNetwork", Options{Set: []string{
 		"adapter.livenessProbe.periodSeconds=20", "adapter.startupProbe=null", "autoscaler.readinessProbe.periodSeconds=7",
 		"adapter.revisionHistoryLimit=0", "autoscaler.revisionHistoryLimit=3", "adapter.hostNetwork=true", "adapter.dnsPolicy=ClusterFirstWithHostNet",
+		"adapter.securePort=10443",
 	}}, func(t *testing.T, objs map[string]object) {
 		d := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-adapter")
 		c := d.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--secure-port=10443") || c.Ports[0].ContainerPort != 10443 {
+			t.Errorf("adapter args %q ports %+v: want 10443", c.Args, c.Ports)
+		}
 		if c.LivenessProbe == nil || c.LivenessProbe.PeriodSeconds != 20 || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
 			t.Errorf("adapter livenessProbe %+v, want /livez every 20s", c.LivenessProbe)
 		}
