@@ -549,6 +549,7 @@ func TestInvalidValues(t *testing.T) {
 		{"prometheus.url with the push endpoint", []string{"prometheus.url=http://prometheus.monitoring.svc"}, "set adapter.push.enabled=false"},
 		{"rules.existing", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.existing=my-rules"}, "rules.existing: a ConfigMap"},
 		{"prometheus.url without rules", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.default=false"}, "rules: prometheus.url without rules"},
+		{"a rules file as adapter.config", []string{"adapter.config.externalRules[0].seriesQuery=x"}, "adapter.config.externalRules: adapter.config is the adapter's own config"},
 		{"misspelt rbac key", []string{"rbac.creat=false"}, "'creat' not allowed"},
 		{"bad dnsPolicy", []string{"adapter.dnsPolicy=Cluster"}, "/adapter/dnsPolicy"},
 		{"negative revisionHistoryLimit", []string{"autoscaler.revisionHistoryLimit=-1"}, "/autoscaler/revisionHistoryLimit"},

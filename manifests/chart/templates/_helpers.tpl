@@ -218,6 +218,11 @@ API group, the core group first.
 
 {{/* Checks across values that values.schema.json cannot express with a clear message. */}}
 {{- define "metricscale.validate" -}}
+{{- range $k := list "rules" "externalRules" "resourceRules" -}}
+{{- if hasKey $.Values.adapter.config $k -}}
+{{- fail (printf "adapter.config.%s: adapter.config is the adapter's own config, not a prometheus-adapter rules file: give the rules as rules.custom, rules.external and rules.resource with prometheus.url (README.md, \"Coming from prometheus-adapter\"), or under a prometheus provider's options in adapter.config" $k) -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.rules.existing -}}
 {{- fail "rules.existing: a ConfigMap of prometheus-adapter rules is not mounted by this chart: give the rules as rules.custom, rules.external and rules.resource (or as adapter.config)" -}}
 {{- end -}}
