@@ -22,6 +22,9 @@ import (
 // fakeProm answers the two calls a prometheus-adapter rules file needs:
 // the series relist and instant queries, recording the queries.
 type fakeProm struct {
+	// series is the relist's answer, a JSON array of label sets (default:
+	// one queue_messages_ready series), whatever the match.
+	series  string
 	mu      sync.Mutex
 	queries []string
 }
@@ -31,7 +34,11 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case "/api/v1/series":
-		fmt.Fprint(w, `{"status":"success","data":[{"__name__":"queue_messages_ready","queue":"orders","namespace":"default"}]}`)
+		series := f.series
+		if series == "" {
+			series = `[{"__name__":"queue_messages_ready","queue":"orders","namespace":"default"}]`
+		}
+		fmt.Fprintf(w, `{"status":"success","data":%s}`, series)
 	case "/api/v1/query":
 		f.mu.Lock()
 		f.queries = append(f.queries, r.Form.Get("query"))

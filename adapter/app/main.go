@@ -38,15 +38,11 @@ func Main(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := o.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	logs.InitLogs()
@@ -58,6 +54,21 @@ func Main(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// Parse parses the serving command line into o's flag set. A leading
+// program name ("/adapter", as prometheus-adapter's chart passes it) is
+// dropped and logged at start; any other argument that is not a flag is
+// refused.
+func (o *Options) Parse(args []string) error {
+	args, o.programName = dropin.TrimProgramName(args)
+	if err := o.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	if o.FlagSet.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", o.FlagSet.Arg(0))
+	}
+	return nil
 }
 
 // checkConfig implements "adapter check-config -f FILE".

@@ -70,6 +70,8 @@ type Options struct {
 
 	// pushListener, if set (tests), is used instead of binding.
 	pushListener net.Listener
+	// programName is the leading argument Parse dropped ("/adapter").
+	programName string
 }
 
 // NewOptions returns the options with their defaults, with every flag
@@ -234,10 +236,20 @@ func (o *Options) parseConfig(data []byte) (*config.Config, error) {
 	return c, nil
 }
 
-// dropInDefaults turns the push endpoint off for a prometheus-adapter rules
-// file without --push-token-file, so prometheus-adapter's arguments start the
-// adapter unchanged; an explicit --push-port keeps it on.
+// dropInDefaults logs what Parse accepted and ignored from
+// prometheus-adapter's command line, and turns the push endpoint off for a
+// prometheus-adapter rules file without --push-token-file, so
+// prometheus-adapter's arguments start the adapter unchanged; an explicit
+// --push-port keeps it on.
 func (o *Options) dropInDefaults() {
+	if o.programName != "" {
+		klog.InfoS("Ignoring the leading argument: a program name, as prometheus-adapter's chart passes it", "argument", o.programName)
+	}
+	if o.FlagSet != nil {
+		for _, f := range dropin.IgnoredFlags(o.FlagSet) {
+			klog.InfoS("Ignoring prometheus-adapter's flag: logs always go to standard error", "flag", f)
+		}
+	}
 	pushAsked := o.PushTokenFile != "" || o.pushListener != nil || (o.FlagSet != nil && o.FlagSet.Changed("push-port"))
 	if dropin.PushOff(o.ConfigFile, pushAsked) {
 		klog.InfoS("prometheus-adapter rules file without --push-token-file: the push endpoint is off", "config", o.ConfigFile)

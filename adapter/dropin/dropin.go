@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -41,6 +43,39 @@ func AddFlags(fs *pflag.FlagSet, f *Flags, disableHTTP2 *bool) {
 	fs.DurationVar(&f.MetricsRelistInterval, "metrics-relist-interval", f.MetricsRelistInterval, "drop-in: how often the series are relisted for discovery (default 10m)")
 	fs.DurationVar(&f.MetricsMaxAge, "metrics-max-age", f.MetricsMaxAge, "drop-in: how far back the relist looks; not below the relist interval (default: the relist interval)")
 	fs.BoolVar(disableHTTP2, "disable-http2", *disableHTTP2, "drop-in: same as --disable-http2-serving (both default to true here: --disable-http2-serving=false serves HTTP/2)")
+	for _, name := range ignoredFlags {
+		fs.Bool(name, true, "drop-in: accepted and ignored (prometheus-adapter's chart passed --"+name+"=true); logs always go to standard error")
+	}
+}
+
+// ignoredFlags are klog flags prometheus-adapter's chart has passed (its
+// deployment template had --logtostderr=true in older versions), which
+// component-base no longer has: logs go to standard error whatever they say.
+var ignoredFlags = []string{"logtostderr"}
+
+// IgnoredFlags returns the ignored flags set on fs's command line, as
+// --name=value, for a log line.
+func IgnoredFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	for _, name := range ignoredFlags {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			out = append(out, "--"+name+"="+f.Value.String())
+		}
+	}
+	return out
+}
+
+// TrimProgramName drops a leading argument naming the program
+// ("/adapter"): prometheus-community's prometheus-adapter chart passes it as
+// the first argument, which prometheus-adapter ignores (it parses its whole
+// argv, the program name included, and takes no positional argument). name
+// is the argument dropped, "" when there was none; any other positional
+// argument is left for the caller to refuse.
+func TrimProgramName(args []string) (rest []string, name string) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") || path.Base(args[0]) != "adapter" {
+		return args, ""
+	}
+	return args[1:], args[0]
 }
 
 // Decode is the one decoder of a config file's content, for the adapter and

@@ -159,3 +159,55 @@ func TestPushOff(t *testing.T) {
 		})
 	}
 }
+
+func TestTrimProgramName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantRest []string
+		wantName string
+	}{
+		{name: "prometheus-adapter's chart", args: []string{"/adapter", "--secure-port=6443"}, wantRest: []string{"--secure-port=6443"}, wantName: "/adapter"},
+		{name: "bare name", args: []string{"adapter", "-v=2"}, wantRest: []string{"-v=2"}, wantName: "adapter"},
+		{name: "other path", args: []string{"/usr/local/bin/adapter"}, wantRest: []string{}, wantName: "/usr/local/bin/adapter"},
+		{name: "flags only", args: []string{"--config=/etc/adapter/config.yaml"}, wantRest: []string{"--config=/etc/adapter/config.yaml"}},
+		{name: "another argument", args: []string{"/prometheus-adapter", "-v=2"}, wantRest: []string{"/prometheus-adapter", "-v=2"}},
+		{name: "not leading", args: []string{"-v=2", "/adapter"}, wantRest: []string{"-v=2", "/adapter"}},
+		{name: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rest, name := dropin.TrimProgramName(tc.args)
+			if name != tc.wantName || !slices.Equal(rest, tc.wantRest) {
+				t.Errorf("TrimProgramName(%q) = %q, %q; want %q, %q", tc.args, rest, name, tc.wantRest, tc.wantName)
+			}
+		})
+	}
+}
+
+// --logtostderr, which older prometheus-adapter charts pass, is accepted
+// and reported as ignored.
+func TestIgnoredFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{args: nil},
+		{args: []string{"--logtostderr=true"}, want: []string{"--logtostderr=true"}},
+		{args: []string{"--logtostderr"}, want: []string{"--logtostderr=true"}},
+		{args: []string{"--logtostderr=false"}, want: []string{"--logtostderr=false"}},
+	} {
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		var f dropin.Flags
+		disableHTTP2 := false
+		dropin.AddFlags(fs, &f, &disableHTTP2)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := dropin.IgnoredFlags(fs); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: IgnoredFlags = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

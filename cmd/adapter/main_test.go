@@ -35,6 +35,8 @@ func TestCommandLine(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, 2, "unknown flag"},
 		{"push without token", []string{"--push-port=6445", "--secure-port=0"}, 1, "--push-token-file: required"},
 		{"help", []string{"--help"}, 0, "--push-token-file"},
+		{"prometheus-adapter's leading program name", []string{"/adapter", "--help"}, 0, "--push-token-file"},
+		{"another argument", []string{"serve"}, 2, `unexpected argument "serve"`},
 		{"version", []string{"--version"}, 0, "metricscale-adapter dev (commit "},
 	}
 	for _, tc := range tests {

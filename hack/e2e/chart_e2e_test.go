@@ -70,6 +70,10 @@ func TestHelmChart(t *testing.T) {
 		{"push off", []string{"adapter.push.enabled=false"}},
 		{"push token made by the chart", []string{"adapter.push.tokenSecret.create=true"}},
 		{"selector resources", []string{"adapter.config.selectorResources={deployments.apps,namespaces}"}},
+		{"prometheus-adapter layout", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false"}},
+		{"chart conventions", []string{"commonLabels.team=platform", "networkPolicy.enabled=true", "autoscaler.podDisruptionBudget.enabled=true",
+			"adapter.priorityClassResourceQuota.enabled=true", "adapter.revisionHistoryLimit=0", "adapter.hostNetwork=true", "adapter.dnsPolicy=ClusterFirstWithHostNet",
+			"adapter.serviceAccount.create=false", "adapter.serviceAccount.name=default", "nameOverride=ms"}},
 	}
 	for _, s := range sets {
 		t.Run(s.name, func(t *testing.T) {

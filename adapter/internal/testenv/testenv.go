@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -180,7 +181,8 @@ type Adapter struct {
 
 // Start runs the adapter against a new fake API server, with the files in
 // dir, and waits until /readyz answers 200. extraArgs are added to the
-// command line.
+// command line (after its own flags, so they win), parsed as the adapter's
+// main parses them.
 func Start(ctx context.Context, dir string, extraArgs ...string) (*Adapter, error) {
 	files, err := MakeFiles(dir)
 	if err != nil {
@@ -206,6 +208,14 @@ func Start(ctx context.Context, dir string, extraArgs ...string) (*Adapter, erro
 		fake.Close()
 		return nil, err
 	}
+	for _, a := range extraArgs { // a --secure-port of the caller's is the one served
+		if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			if securePort, err = strconv.Atoi(v); err != nil {
+				fake.Close()
+				return nil, fmt.Errorf("extra argument %q: %w", a, err)
+			}
+		}
+	}
 	pushPort, err := FreePort()
 	if err != nil {
 		fake.Close()
@@ -220,10 +230,16 @@ func Start(ctx context.Context, dir string, extraArgs ...string) (*Adapter, erro
 		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 	}
+	// A leading argument that is not a flag (a program name, as
+	// prometheus-adapter's chart passes) stays in front.
+	if len(extraArgs) > 0 && !strings.HasPrefix(extraArgs[0], "-") {
+		args = append([]string{extraArgs[0]}, args...)
+		extraArgs = extraArgs[1:]
+	}
 	args = append(args, extraArgs...)
 	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
 	o := app.NewOptions(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := o.Parse(args); err != nil {
 		fake.Close()
 		return nil, fmt.Errorf("parsing flags: %w", err)
 	}

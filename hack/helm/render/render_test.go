@@ -50,6 +50,8 @@ var matrix = []struct {
 	{"change feed, selfSigned", []string{"certs.mode=selfSigned", "autoscaler.changeFeed.enabled=true"}},
 	{"change feed, provided", []string{"certs.mode=provided", "certs.provided.secretName=my-cert", "certs.provided.caBundle=" + testCABundle, "autoscaler.changeFeed.enabled=true"}},
 	{"change feed, unverified", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true"}},
+	{"prometheus-adapter layout", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false"}},
+	{"prometheus-adapter layout, no port", []string{"prometheus.url=http://prometheus.monitoring.svc:9090", "prometheus.port=null", "adapter.push.enabled=false"}},
 }
 
 // testCABundle is a real CA certificate, base64 (certs.provided.caBundle).
@@ -544,6 +546,16 @@ func TestInvalidValues(t *testing.T) {
 		{"change feed without the chart's adapter", []string{"adapter.enabled=false", "autoscaler.changeFeed.enabled=true", "certs.mode=selfSigned"}, "without the chart's adapter"},
 		{"change feed over http", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true", "autoscaler.changeFeed.url=http://adapter"}, "/autoscaler/changeFeed/url"},
 		{"change feed interval", []string{"autoscaler.changeFeed.minInterval=1 second"}, "/autoscaler/changeFeed/minInterval"},
+		{"prometheus.url with the push endpoint", []string{"prometheus.url=http://prometheus.monitoring.svc"}, "set adapter.push.enabled=false"},
+		{"rules.existing", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.existing=my-rules"}, "rules.existing: a ConfigMap"},
+		{"prometheus.url without rules", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false", "rules.default=false"}, "rules: prometheus.url without rules"},
+		{"a rules file as adapter.config", []string{"adapter.config.externalRules[0].seriesQuery=x"}, "adapter.config.externalRules: adapter.config is the adapter's own config"},
+		{"misspelt rbac key", []string{"rbac.creat=false"}, "'creat' not allowed"},
+		{"bad dnsPolicy", []string{"adapter.dnsPolicy=Cluster"}, "/adapter/dnsPolicy"},
+		{"negative revisionHistoryLimit", []string{"autoscaler.revisionHistoryLimit=-1"}, "/autoscaler/revisionHistoryLimit"},
+		{"quota without a priority class", []string{"adapter.priorityClassResourceQuota.enabled=true", "adapter.priorityClassName="}, "adapter.priorityClassName is required"},
+		{"misspelt rules key", []string{"rules.defaults=true"}, "'defaults' not allowed"},
+		{"bad relist interval", []string{"metricsRelistInterval=1 minute"}, "/metricsRelistInterval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
