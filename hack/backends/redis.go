@@ -243,13 +243,17 @@ func (redisBackend) Queue() QueueInfo {
 	return QueueInfo{Metric: "redis_e2e_jobs_length", Selector: map[string]string{"key": redisKey}}
 }
 
-// redisQueue is the list e2e-jobs: producers RPUSH, workers LPOP from the other end.
+// redisQueue is a list, e2e-jobs unless METRICSCALE_REDIS_QUEUE names another: producers
+// RPUSH, workers LPOP from the other end.
 type redisQueue struct {
 	c   *goredis.Client
 	env map[string]string
+	key string
 }
 
 // OpenQueue connects as the default user: the adapter's own may only read.
+// METRICSCALE_REDIS_QUEUE in env, when set, names the list instead of e2e-jobs (a
+// worker Deployment of its own; the adapter config serves only e2e-jobs).
 func (redisBackend) OpenQueue(ctx context.Context, env map[string]string) (Queue, error) {
 	addr, err := need(env, "METRICSCALE_REDIS_ADDR")
 	if err != nil {
@@ -264,7 +268,11 @@ func (redisBackend) OpenQueue(ctx context.Context, env map[string]string) (Queue
 		c.Close()
 		return nil, fmt.Errorf("redis: connecting to %s: %w", addr, err)
 	}
-	return &redisQueue{c: c, env: env}, nil
+	key := env["METRICSCALE_REDIS_QUEUE"]
+	if key == "" {
+		key = redisKey
+	}
+	return &redisQueue{c: c, env: env, key: key}, nil
 }
 
 func (q *redisQueue) Publish(ctx context.Context, n int) error {
@@ -275,8 +283,8 @@ func (q *redisQueue) Publish(ctx context.Context, n int) error {
 	for i := range jobs {
 		jobs[i] = "job-" + strconv.Itoa(i)
 	}
-	if err := q.c.RPush(ctx, redisKey, jobs...).Err(); err != nil {
-		return fmt.Errorf("redis: RPUSH %s (%d jobs): %w", redisKey, n, err)
+	if err := q.c.RPush(ctx, q.key, jobs...).Err(); err != nil {
+		return fmt.Errorf("redis: RPUSH %s (%d jobs): %w", q.key, n, err)
 	}
 	return nil
 }
@@ -285,12 +293,12 @@ func (q *redisQueue) Consume(ctx context.Context, n int) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
-	got, err := q.c.LPopCount(ctx, redisKey, n).Result()
+	got, err := q.c.LPopCount(ctx, q.key, n).Result()
 	if errors.Is(err, goredis.Nil) {
 		return 0, nil // empty
 	}
 	if err != nil {
-		return 0, fmt.Errorf("redis: LPOP %s: %w", redisKey, err)
+		return 0, fmt.Errorf("redis: LPOP %s: %w", q.key, err)
 	}
 	return len(got), nil
 }
@@ -307,21 +315,21 @@ func (q *redisQueue) Depth(ctx context.Context) (int, error) {
 	}
 	// the password through the environment, not the command line
 	out, err := run(ctx, []string{"REDISCLI_AUTH=" + pw}, nil, q.env["METRICSCALE_REDIS_CLI"],
-		"-h", host, "-p", port, "--user", q.env["METRICSCALE_REDIS_USER"], "LLEN", redisKey)
+		"-h", host, "-p", port, "--user", q.env["METRICSCALE_REDIS_USER"], "LLEN", q.key)
 	if err != nil {
 		return 0, fmt.Errorf("redis: %w", err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return 0, fmt.Errorf("redis: redis-cli LLEN %s printed %q", redisKey, out)
+		return 0, fmt.Errorf("redis: redis-cli LLEN %s printed %q", q.key, out)
 	}
 	return n, nil
 }
 
 // Drain deletes the list: Redis deletes an empty list, and LLEN of a missing one is 0.
 func (q *redisQueue) Drain(ctx context.Context) error {
-	if err := q.c.Del(ctx, redisKey).Err(); err != nil {
-		return fmt.Errorf("redis: DEL %s: %w", redisKey, err)
+	if err := q.c.Del(ctx, q.key).Err(); err != nil {
+		return fmt.Errorf("redis: DEL %s: %w", q.key, err)
 	}
 	return nil
 }
