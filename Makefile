@@ -66,8 +66,9 @@ fuzz:
 	  done; \
 	done; [ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }
 
-# Both container images, without a container engine (hack/images/README.md):
-# _output/images/{adapter,autoscaler}-$(VERSION).tar and the OCI layout oci/.
+# The container images, without a container engine (hack/images/README.md):
+# _output/images/{adapter,autoscaler,worker}-$(VERSION).tar and the OCI layout oci/
+# (worker: hack/worker, the test and demo queue consumer, not a release image).
 images:
 	cd hack/images && $(GO) run . --root ../.. --version $(VERSION) --out ../../_output/images --go $(GO)
 
