@@ -51,7 +51,7 @@ func TestBackendSecretAndPodSpec(t *testing.T) {
 	for _, e := range c.Env {
 		names[e.Name] = e.Value
 	}
-	if names["METRICSCALE_WORKER_JOB_TIME"] != (time.Second / drainRate).String() || names["METRICSCALE_REDIS_ADDR"] != "192.0.2.2:16379" {
+	if names["METRICSCALE_WORKER_JOB_TIME"] != (time.Second/drainRate).String() || names["METRICSCALE_REDIS_ADDR"] != "192.0.2.2:16379" {
 		t.Errorf("container env %v", names)
 	}
 }
