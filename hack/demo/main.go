@@ -204,6 +204,9 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = kube.CoreV1().Namespaces().Delete(cctx, namespace, metav1.DeleteOptions{})
+		if real != nil && real.restore != nil && !startedCluster {
+			real.restore(cctx)
+		}
 		if startedCluster {
 			if err := local.Down(cctx); err != nil {
 				fmt.Fprintf(os.Stderr, "demo: hack/cluster.sh down: %v\n", err)

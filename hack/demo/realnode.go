@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,8 @@ type realWorkers struct {
 	archive string // the worker image's docker archive (make images)
 	ref     string // its name, ghcr.io/metricscale/worker:VERSION
 	node    string // the real node's name, found by prepare
+	// restore, when not nil, undoes prepare's change of the broker's addresses.
+	restore func(ctx context.Context)
 }
 
 const (
@@ -57,8 +60,16 @@ func (r *realWorkers) prepare(ctx context.Context, local *cluster.Cluster, kube 
 	if err != nil {
 		return nil, err
 	}
-	if err := backends.SetPodAddress(local.Dir, host); err != nil {
-		return nil, err
+	if prev := backends.PodAddress(local.Dir); prev != host {
+		if err := backends.SetPodAddress(local.Dir, host); err != nil {
+			return nil, err
+		}
+		// Back as it was at the end (a cluster the demo did not start stays as found).
+		r.restore = func(ctx context.Context) {
+			if err := backends.SetPodAddress(local.Dir, prev); err == nil {
+				_ = b.Start(ctx, local.Dir, io.Discard)
+			}
+		}
 	}
 	if err := b.Start(ctx, local.Dir, os.Stdout); err != nil { // rebinds the running server
 		return nil, err
