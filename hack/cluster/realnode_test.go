@@ -3,6 +3,7 @@ package cluster
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -541,6 +542,28 @@ func TestUnescapeMountPath(t *testing.T) {
 	for in, want := range map[string]string{`/a/b`: "/a/b", `/a\040b`: "/a b", `/x\134y`: `/x\y`} {
 		if got := unescapeMountPath(in); got != want {
 			t.Errorf("%s: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Each component's Prepare writes its files into a fresh state folder (nothing else makes
+// their folders first).
+func TestRealNodePrepareOnAFreshFolder(t *testing.T) {
+	t.Parallel()
+	o := DefaultOptions(filepath.Join(t.TempDir(), "state"))
+	o.RealNode = true
+	c := newTestCluster(t, true, o)
+	c.NodeIP = "192.0.2.9"
+	files := map[string]string{
+		"containerd": "containerd/config.toml", "kubelet": "kubelet/config.yaml",
+		"kube-proxy": "kube-proxy/config.yaml", "coredns": "coredns/Corefile",
+	}
+	for name, file := range files {
+		if err := c.component(name).Prepare(context.Background(), c); err != nil {
+			t.Fatalf("prepare %s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(c.Dir, file)); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
