@@ -567,3 +567,30 @@ func TestRealNodePrepareOnAFreshFolder(t *testing.T) {
 		}
 	}
 }
+
+// Every directive of the Corefile is a plugin that build/coredns compiles in (CoreDNS
+// refuses a directive it has no plugin for).
+func TestCorefilePluginsBuilt(t *testing.T) {
+	t.Parallel()
+	main, err := os.ReadFile(filepath.Join("build", "coredns", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, true, DefaultOptions("/d"))
+	c.NodeIP = "192.0.2.9"
+	n := 0
+	for _, l := range splitLines(c.corefile()) {
+		// The server block's directives are indented by four spaces; their options by more.
+		if !strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "     ") || strings.TrimSpace(l) == "}" {
+			continue
+		}
+		n++
+		directive := strings.Fields(l)[0]
+		if !strings.Contains(string(main), `"github.com/coredns/coredns/plugin/`+directive+`"`) {
+			t.Errorf("the Corefile uses %s, which build/coredns does not import", directive)
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d directives found in:\n%s", n, c.corefile())
+	}
+}
