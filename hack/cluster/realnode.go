@@ -545,16 +545,23 @@ func (c *Cluster) importSandboxImage(ctx context.Context) error {
 	return nil
 }
 
-// ctr runs ctr against the node's containerd, in the CRI's namespace.
+// ctr runs ctr against the node's containerd, in the CRI's namespace, and returns its
+// standard output: on this machine it warns on standard error at every call (cgroup v1 is
+// deprecated), which must not be read as output.
 func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	out, err := run(ctx, "", nil, nil, filepath.Join(c.Bin, "ctr"),
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "ctr"),
 		append([]string{"--address", c.containerdSocket(), "--namespace", containerdNamespace}, args...)...)
-	if err != nil {
-		return out, fmt.Errorf("%w: %s", err, lastLines(strings.TrimSpace(out), 5))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err,
+			lastLines(strings.TrimSpace(stderr.String()+"\n"+stdout.String()), 5))
 	}
-	return out, nil
+	return stdout.String(), nil
 }
 
 // LoadImages imports image archives (docker-archive or OCI tars, as `make images` writes

@@ -594,3 +594,32 @@ func TestCorefilePluginsBuilt(t *testing.T) {
 		t.Errorf("only %d directives found in:\n%s", n, c.corefile())
 	}
 }
+
+// killContainers acts on the task IDs ctr prints, not on the warning it writes to standard
+// error at every call on a cgroup v1 host.
+func TestKillContainersReadsOnlyStandardOutput(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, true, DefaultOptions(""))
+	if err := os.MkdirAll(c.Bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	script := `#!/bin/sh
+echo 'time="x" level=warning msg="DEPRECATION: The support for cgroup v1 is deprecated"' >&2
+shift 4
+echo "$*" >> ` + calls + `
+if [ "$1 $2" = "tasks list" ]; then printf 'alpha\nbeta\n'; fi
+`
+	if err := os.WriteFile(filepath.Join(c.Bin, "ctr"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.killContainers(context.Background())
+	got, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "tasks list --quiet\ntasks kill --signal SIGKILL alpha\ntasks kill --signal SIGKILL beta\ntasks delete alpha\ntasks delete beta\n"
+	if string(got) != want {
+		t.Errorf("ctr calls:\n%s\nwant:\n%s", got, want)
+	}
+}
