@@ -60,8 +60,8 @@ stages and metrics-server's scrapes otherwise takes most of a core.
 --real-node adds one real node, metricscale-node, beside the kwok nodes (which keep their
 taint): containerd 2.4 (with Debian's runc and containernetworking-plugins), a kubelet,
 kube-proxy (iptables) and CoreDNS, all host processes built from Go modules under
-hack/cluster/build like the rest (about N min more of cold build; a few hundred MiB more
-memory). Pods on it are real containers on a CNI bridge (10.244.77.0/24); the API server
+hack/cluster/build like the rest (their cold build took 45 min on this shared 2-core
+machine; about 230 MiB more memory; 2 s more of up). Pods on it are real containers on a CNI bridge (10.244.77.0/24); the API server
 then also listens on the host's address (the default route's) for them, behind the
 kubernetes Service, and kube-dns (10.0.0.10) resolves cluster names. Nothing is pulled:
 'load-images FILE...' imports image archives (make images writes them to _output/images),

@@ -586,19 +586,22 @@ func (c *Cluster) LoadImages(ctx context.Context, tarPaths ...string) error {
 		if err != nil {
 			return fmt.Errorf("load-images %s: %w", p, err)
 		}
-		c.logf("loaded %s: %s", p, strings.Join(importedNames(out), " "))
+		names := importedNames(out)
+		if len(names) == 0 {
+			return fmt.Errorf("load-images %s: ctr imported no image: %s", p, lastLines(strings.TrimSpace(out), 5))
+		}
+		c.logf("loaded %s: %s", p, strings.Join(names, " "))
 	}
 	return nil
 }
 
-// importedNames reads the image names of ctr images import's output ("unpacking NAME (sha256:…)...done").
+// importedNames reads the image names of ctr images import's output: a line
+// "NAME<tab>saved" per image, then its manifest and progress lines.
 func importedNames(out string) []string {
 	var names []string
 	for _, l := range splitLines(out) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "unpacking "); ok {
-			if name, _, ok := strings.Cut(rest, " "); ok {
-				names = append(names, name)
-			}
+		if f := strings.Fields(l); len(f) == 2 && f[1] == "saved" {
+			names = append(names, f[0])
 		}
 	}
 	return names

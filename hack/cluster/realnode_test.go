@@ -531,8 +531,12 @@ func TestWriteImageArchive(t *testing.T) {
 
 func TestImportedNames(t *testing.T) {
 	t.Parallel()
-	out := "unpacking metricscale.local/sandbox:1 (sha256:0123)...done\nunpacking ghcr.io/metricscale/adapter:v0.1.0 (sha256:4567)...done\n"
-	if got := importedNames(out); !slices.Equal(got, []string{"metricscale.local/sandbox:1", "ghcr.io/metricscale/adapter:v0.1.0"}) {
+	// What ctr 2.4.2 printed for two archives (make images' adapter, the sandbox image).
+	out := "ghcr.io/metricscale/adapter:v0.1.0      \tsaved\t\n" +
+		"application/vnd.docker.distribution.manifest.v2+json sha256:7579b27a3be861f91dab43b760f8a9773fd3110482588d1f63b5d4438fd3e869\n" +
+		"Importing\telapsed: 2.0 s\ttotal:   0.0 B\t(0.0 B/s)\t\n" +
+		"metricscale.local/sandbox:1             \tsaved\t\n"
+	if got := importedNames(out); !slices.Equal(got, []string{"ghcr.io/metricscale/adapter:v0.1.0", "metricscale.local/sandbox:1"}) {
 		t.Errorf("names %q", got)
 	}
 }
