@@ -20,6 +20,8 @@ type module struct {
 	outputs  []string
 	packages []string
 	ldflags  func(kubeVersion string) string
+	tags     string   // go build -tags
+	env      []string // added to go build's environment
 }
 
 func modules() []module {
@@ -34,6 +36,22 @@ func modules() []module {
 		{name: "metrics-server", outputs: []string{"metrics-server"}, packages: []string{"sigs.k8s.io/metrics-server/cmd/metrics-server"}},
 		// prometheus-adapter v0.12, only for the parity e2e and the adapter benchmark (its command is named adapter).
 		{name: "prometheus-adapter", outputs: []string{"adapter"}, packages: []string{"sigs.k8s.io/prometheus-adapter/cmd/adapter"}},
+		// The real node's kubelet and kube-proxy: the control plane's k8s.io/kubernetes
+		// version and replace directives, in a folder of their own (see its go.mod).
+		{name: "kubernetes-node", outputs: []string{"kubelet", "kube-proxy"},
+			packages: []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"}, ldflags: kubeLdflags,
+			env: []string{"CGO_ENABLED=0"}},
+		// containerd without the snapshotters that need cgo or kernel features we do not use.
+		{name: "containerd", outputs: []string{"containerd", "ctr", "containerd-shim-runc-v2"},
+			packages: []string{"github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/ctr",
+				"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"},
+			ldflags: func(string) string {
+				return "-X github.com/containerd/containerd/v2/version.Version=" + strings.TrimPrefix(containerdVersion, "v")
+			},
+			tags: "no_btrfs no_devmapper no_zfs no_aufs", env: []string{"CGO_ENABLED=0"}},
+		{name: "coredns", outputs: []string{"coredns"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
+		// The pod sandbox ("pause") program of the real node's sandbox image.
+		{name: "sandbox", outputs: []string{"sandbox"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
 	}
 }
 
@@ -58,6 +76,9 @@ func (c *Cluster) neededModules() []string {
 	names := []string{"clusterutil", "kubernetes", "etcd", "kwok"}
 	if c.PodStages {
 		names = append(names, "metrics-server")
+	}
+	if c.RealNode {
+		names = append(names, realNodeModules...)
 	}
 	return names
 }
@@ -155,8 +176,12 @@ func (c *Cluster) buildModule(ctx context.Context, m module) error {
 	if m.ldflags != nil {
 		ldflags += " " + m.ldflags(c.KubeVersion)
 	}
-	args := append([]string{"build", "-buildvcs=false", "-ldflags", ldflags, "-o", tmp + "/"}, m.packages...)
-	out, err := run(ctx, src, []string{"GOWORK=off", "GOFLAGS=-mod=readonly"}, nil, "go", args...)
+	args := []string{"build", "-buildvcs=false", "-ldflags", ldflags, "-o", tmp + "/"}
+	if m.tags != "" {
+		args = append(args, "-tags", m.tags)
+	}
+	args = append(args, m.packages...)
+	out, err := run(ctx, src, append([]string{"GOWORK=off", "GOFLAGS=-mod=readonly"}, m.env...), nil, "go", args...)
 	_ = os.WriteFile(blog, []byte(out), 0o644)
 	if err != nil {
 		fmt.Fprintln(c.Err, lastLines(strings.TrimSpace(out), 30))

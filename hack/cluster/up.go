@@ -56,6 +56,7 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 		{c.upAPIServer, yes},
 		{c.upControllers, yes},
 		{c.upKwok, yes},
+		{c.upRealNode, func() bool { return c.RealNode }},
 		{c.upMetricsServer, func() bool { return c.PodStages }},
 		{c.upUsable, yes},
 		// upPKI chose the backends.
@@ -114,6 +115,9 @@ func (c *Cluster) upAlreadyRunning() error {
 	if o.Explicit("no-pod-stages") && orDefault(st.PodStages, "true") == "true" {
 		differs = append(differs, "its kwok runs pod stages")
 	}
+	if o.Explicit("real-node") && st.RealNode != "true" {
+		differs = append(differs, "it runs no real node")
+	}
 	if o.Explicit("backends") {
 		for _, b := range o.BackendNames {
 			if !contains(st.Backends, b) {
@@ -146,14 +150,18 @@ func (c *Cluster) cleanUpFailedUp(ctx context.Context) {
 		} else {
 			c.warnf("up failed; stopping the components it started (logs stay in %s)", filepath.Join(c.Dir, "logs"))
 		}
+		// ctx may be the interrupted one: the stops get their own.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
 		for i := len(c.started) - 1; i >= 0; i-- {
-			if err := c.stop(c.started[i]); err != nil {
+			if err := c.stopComponent(stopCtx, c.started[i]); err != nil {
 				c.warnf("%v", err)
 			}
 		}
+		if c.RealNode {
+			c.cleanUpRealNode()
+		}
 		// The backends up started (their servers are not components: each backend stops its own).
-		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		for _, b := range c.backends(c.running) {
 			_ = b.Stop(stopCtx, c.Dir)
 		}
@@ -243,6 +251,16 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.RealNode {
+		ip, err := HostIP()
+		if err != nil {
+			return fmt.Errorf("the real node needs the host's address: %w", err)
+		}
+		c.NodeIP = ip
+		if err := c.realNodePKI(ctx); err != nil {
+			return err
+		}
+	}
 	c.phaseEnd("ports, PKI, kubeconfigs")
 	// The queue backends feed the adapter's config, which exists only with Prometheus.
 	if c.Backends && c.Prometheus && c.withAdapter() {
@@ -260,6 +278,7 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 		Prometheus: strconv.FormatBool(c.Prometheus), Backends: c.running, Record: strconv.FormatBool(c.Record),
 		PodStages: strconv.FormatBool(c.PodStages), Components: c.selected(),
 		StartedAt: time.Now().UTC().Format("2006-01-02T15:04:05Z"), RepoRoot: c.RepoRoot,
+		RealNode: strconv.FormatBool(c.RealNode), NodeIP: c.NodeIP,
 	})
 }
 
