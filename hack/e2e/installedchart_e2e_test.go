@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,17 +23,22 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/autoscaler/recordclient"
 	"github.com/metricscale/metricscale/autoscaler/scenario"
+	"github.com/metricscale/metricscale/hack/backends"
 )
 
 // The chart's release in TestInstalledChart. Not "metricscale": its
@@ -87,6 +94,7 @@ type installedChart struct {
 	// values are the --set values of every render; the last render is what
 	// is applied.
 	values []string
+	files  []string // values files (-f), after the --set values
 	last   string
 	token  string
 }
@@ -221,6 +229,9 @@ func saveAPIServices(t *testing.T) {
 func (ic *installedChart) render(t *testing.T, extra ...string) string {
 	t.Helper()
 	args := []string{"template", "--namespace", ic.ns, "--name", icRelease, "--kubeconfig", cluster.Kubeconfig}
+	for _, f := range ic.files {
+		args = append(args, "-f", f)
+	}
 	for _, v := range append(append([]string(nil), ic.values...), extra...) {
 		args = append(args, "--set", v)
 	}
@@ -941,18 +952,250 @@ func (ic *installedChart) testSelfSigned(t *testing.T) {
 
 // testWorkers: real worker pods (the worker image of `make images`) consume
 // their own Redis list each; kube-controller-manager's HPA scales one worker
-// Deployment and a MetricAutoscaler the other, on their list's depth as the
-// adapter's redis provider serves it; each list drains because the workers
-// took its jobs (the workers' counters add up to what was published).
+// Deployment and a MetricAutoscaler the other, each on its own list's depth as
+// the adapter's redis provider serves it (a config change that rolls the
+// adapter); each list drains because the workers took its jobs: the workers'
+// counters add up to what the test published, and the test consumes nothing.
 func (ic *installedChart) testWorkers(t *testing.T) {
-	workerImage := ""
+	ctx := context.Background()
+	var workerTar string
 	for _, tar := range ic.images {
 		if strings.HasPrefix(filepath.Base(tar), "worker-") {
-			workerImage = tar
+			workerTar = tar
 		}
 	}
-	if workerImage == "" {
+	if workerTar == "" {
 		t.Fatalf("make images built no worker image (%v)", ic.images)
 	}
-	t.Fatalf("the worker Deployments are not written yet (worker image %s)", workerImage)
+	image := "ghcr.io/metricscale/worker:" + strings.TrimSuffix(strings.TrimPrefix(filepath.Base(workerTar), "worker-"), ".tar")
+
+	redis := queueBackendOf(t, "redis")
+	env := redis.Env(cluster.Dir)
+	_, port, err := net.SplitHostPort(env["METRICSCALE_REDIS_ADDR"])
+	if err != nil {
+		t.Fatalf("METRICSCALE_REDIS_ADDR %q: %v", env["METRICSCALE_REDIS_ADDR"], err)
+	}
+	// Pods reach the host's Redis on the real node's address.
+	addr := net.JoinHostPort(ic.nodeIP(t), port)
+	readFile := func(k string) []byte {
+		b, err := os.ReadFile(env[k])
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		return bytes.TrimSpace(b)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ichart-redis", Namespace: ic.ns}, Data: map[string][]byte{
+		"password":       readFile("METRICSCALE_REDIS_PASSWORD_FILE"),
+		"admin-password": readFile("METRICSCALE_REDIS_ADMIN_PASSWORD_FILE"),
+	}}
+	if _, err := cluster.Client.CoreV1().Secrets(ic.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The adapter serves each list's length (LLEN, the adapter's read-only
+	// ACL user) as an External metric.
+	keys := map[string]string{"hpa": "ichart-hpa-" + ic.ns, "ma": "ichart-ma-" + ic.ns}
+	values := map[string]any{"adapter": map[string]any{
+		"config": map[string]any{
+			"providers": []any{
+				map[string]any{"name": "memory", "type": "memory", "timeout": "5s", "options": map[string]any{"maxSeries": 1000000}},
+				map[string]any{"name": "redis", "type": "redis", "timeout": "2s", "options": map[string]any{
+					"address": addr, "username": env["METRICSCALE_REDIS_USER"],
+					"password": map[string]any{"file": "/etc/metricscale/redis/password"},
+					"cacheTTL": "1s",
+					"metrics": []any{
+						map[string]any{"name": "redis_ichart_hpa", "type": "listLength", "key": keys["hpa"]},
+						map[string]any{"name": "redis_ichart_ma", "type": "listLength", "key": keys["ma"]},
+					},
+				}},
+			},
+			"routes": []any{
+				map[string]any{"metric": "redis_*", "provider": "redis"},
+				map[string]any{"metric": "*", "provider": "memory"},
+			},
+		},
+		"extraVolumes": []any{map[string]any{"name": "redis", "secret": map[string]any{
+			"secretName": secret.Name, "items": []any{map[string]any{"key": "password", "path": "password"}}}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "redis", "mountPath": "/etc/metricscale/redis", "readOnly": true}},
+	}}
+	vf := filepath.Join(t.TempDir(), "redis-values.yaml")
+	data, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vf, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ic.pods(ctx, icAdapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic.files = append(ic.files, vf)
+	ic.apply(t)
+	ic.waitReplaced(t, before)
+
+	const jobs, perPod, maxPods = 300, 20, 4
+	const jobTime = 200 * time.Millisecond
+	for kind, key := range keys {
+		ic.createWorkers(t, kind+"-workers", image, addr, key, jobTime)
+	}
+	target := resource.MustParse(fmt.Sprint(perPod))
+	spec := func(kind string) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "redis_ichart_" + kind},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
+		}}
+	}
+	one := int32(1)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpa-workers", Namespace: ic.ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "hpa-workers"},
+			MinReplicas:    &one, MaxReplicas: maxPods, Metrics: []autoscalingv2.MetricSpec{spec("hpa")},
+		},
+	}
+	cluster.CreateHPA(t, hpa)
+	createMA(t, newMA(ic.ns, "ma-workers", 1, maxPods, time.Second, spec("ma")))
+
+	queues := map[string]backends.Queue{}
+	for kind, key := range keys {
+		qenv := maps.Clone(env)
+		qenv["METRICSCALE_REDIS_QUEUE"] = key
+		q, err := redis.OpenQueue(ctx, qenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		queues[kind] = q
+	}
+	start := time.Now()
+	for kind, q := range queues {
+		if err := q.Publish(ctx, jobs); err != nil {
+			t.Fatalf("publish to %s: %v", keys[kind], err)
+		}
+	}
+	peak := map[string]int32{}
+	drained := map[string]time.Duration{}
+	Eventually(t, 5*time.Minute, 500*time.Millisecond, "both lists drained", func(ctx context.Context) (bool, string, error) {
+		var state []string
+		for kind, q := range queues {
+			n, err := q.Depth(ctx)
+			if err != nil {
+				return false, "", err
+			}
+			r, err := replicasOf(ctx, ic.ns, kind+"-workers")
+			if err != nil {
+				return false, "", err
+			}
+			peak[kind] = max(peak[kind], r)
+			if _, done := drained[kind]; !done && n == 0 {
+				drained[kind] = time.Since(start)
+			}
+			state = append(state, fmt.Sprintf("%s: depth %d, %d replicas", keys[kind], n, r))
+		}
+		return len(drained) == len(queues), strings.Join(state, "; "), nil
+	})
+	for kind := range keys {
+		name := kind + "-workers"
+		processed := ic.workersProcessed(t, name)
+		by := map[string]string{"hpa": "kube-controller-manager's HPA", "ma": "the chart's autoscaler (MetricAutoscaler)"}[kind]
+		t.Logf("installedchart: workers: %s scaled %s 1 -> %d (max %d) on its list's depth; %d jobs drained in %s; the workers' counters sum to %d",
+			by, name, peak[kind], maxPods, jobs, drained[kind].Round(100*time.Millisecond), processed)
+		if peak[kind] < 2 {
+			t.Errorf("%s: %s never scaled %s above 1 replica for %d jobs at %d per pod", name, by, name, jobs, perPod)
+		}
+		if processed != jobs {
+			t.Errorf("%s: the workers processed %d jobs, the test published %d", name, processed, jobs)
+		}
+	}
+}
+
+// nodeIP is the real node's InternalIP: where its pods reach the host.
+func (ic *installedChart) nodeIP(t *testing.T) string {
+	t.Helper()
+	n, err := cluster.Client.CoreV1().Nodes().Get(context.Background(), ic.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	t.Fatalf("node %s has no InternalIP: %v", ic.node, n.Status.Addresses)
+	return ""
+}
+
+// createWorkers creates a Deployment of one worker pod consuming list key.
+func (ic *installedChart) createWorkers(t *testing.T, name, image, addr, key string, jobTime time.Duration) {
+	t.Helper()
+	one := int32(1)
+	podLabels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ic.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelHostname: ic.node},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					// A worker finishes the job it holds on SIGTERM.
+					TerminationGracePeriodSeconds: ptr.To(int64(10)),
+					Containers: []corev1.Container{{
+						Name: "worker", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Args: []string{"--backend=redis", "--queue=" + key, "--job-time=" + jobTime.String(), "--listen=:8080"},
+						Env: []corev1.EnvVar{
+							{Name: "METRICSCALE_REDIS_ADDR", Value: addr},
+							{Name: "METRICSCALE_REDIS_ADMIN_PASSWORD_FILE", Value: "/etc/redis/admin-password"},
+						},
+						Ports:          []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("metrics")}}, PeriodSeconds: 2},
+						Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "redis", MountPath: "/etc/redis", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "redis", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: "ichart-redis", Items: []corev1.KeyToPath{{Key: "admin-password", Path: "admin-password"}}}}}},
+				},
+			},
+		},
+	}
+	cluster.CreateDeployment(t, d)
+	cluster.WaitDeploymentReady(t, ic.ns, name, 1, 2*time.Minute)
+}
+
+// workersProcessed sums metricscale_worker_jobs_processed_total over the
+// Deployment's pods, read from each pod's /metrics on its pod IP. Pods a
+// scale-down removed would be missing from the sum: the test ends before the
+// autoscalers' 5-minute scale-down window.
+func (ic *installedChart) workersProcessed(t *testing.T, name string) int {
+	t.Helper()
+	pods, err := cluster.Pods(context.Background(), ic.ns, map[string]string{"app": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, p := range pods {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		body, err := httpGet(context.Background(), "http://"+net.JoinHostPort(p.Status.PodIP, "8080")+"/metrics")
+		if err != nil {
+			t.Fatalf("worker %s /metrics: %v", p.Name, err)
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "metricscale_worker_jobs_processed_total "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					t.Fatalf("worker %s: %q: %v", p.Name, line, err)
+				}
+				sum += int(f)
+			}
+		}
+	}
+	return sum
 }
