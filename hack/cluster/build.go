@@ -15,12 +15,19 @@ import (
 )
 
 // module is a build-only Go module under hack/cluster/build and the binaries it makes.
+// Two entries may share a folder (dir): each has its own stamp, so that one is built
+// only when needed (kubelet and kube-proxy only for --real-node).
 type module struct {
 	name     string
+	dir      string // folder under hack/cluster/build; "" means name
 	outputs  []string
 	packages []string
 	ldflags  func(kubeVersion string) string
+	tags     string   // go build -tags
+	env      []string // added to go build's environment
 }
+
+func (m module) folder() string { return orDefault(m.dir, m.name) }
 
 func modules() []module {
 	return []module{
@@ -34,6 +41,21 @@ func modules() []module {
 		{name: "metrics-server", outputs: []string{"metrics-server"}, packages: []string{"sigs.k8s.io/metrics-server/cmd/metrics-server"}},
 		// prometheus-adapter v0.12, only for the parity e2e and the adapter benchmark (its command is named adapter).
 		{name: "prometheus-adapter", outputs: []string{"adapter"}, packages: []string{"sigs.k8s.io/prometheus-adapter/cmd/adapter"}},
+		// The real node's kubelet and kube-proxy, from the same module build as the control
+		// plane; an entry of their own so that up without --real-node does not build them.
+		{name: "kubernetes-node", dir: "kubernetes", outputs: []string{"kubelet", "kube-proxy"},
+			packages: []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"}, ldflags: kubeLdflags},
+		// containerd without the snapshotters that need cgo or kernel features we do not use.
+		{name: "containerd", outputs: []string{"containerd", "ctr", "containerd-shim-runc-v2"},
+			packages: []string{"github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/ctr",
+				"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"},
+			ldflags: func(string) string {
+				return "-X github.com/containerd/containerd/v2/version.Version=" + strings.TrimPrefix(containerdVersion, "v")
+			},
+			tags: "no_btrfs no_devmapper no_zfs no_aufs", env: []string{"CGO_ENABLED=0"}},
+		{name: "coredns", outputs: []string{"coredns"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
+		// The pod sandbox ("pause") program of the real node's sandbox image.
+		{name: "sandbox", outputs: []string{"sandbox"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
 	}
 }
 
@@ -58,6 +80,9 @@ func (c *Cluster) neededModules() []string {
 	names := []string{"clusterutil", "kubernetes", "etcd", "kwok"}
 	if c.PodStages {
 		names = append(names, "metrics-server")
+	}
+	if c.RealNode {
+		names = append(names, realNodeModules...)
 	}
 	return names
 }
@@ -127,7 +152,7 @@ func moduleStamp(src string) (string, error) {
 }
 
 func (c *Cluster) buildModule(ctx context.Context, m module) error {
-	src := filepath.Join(c.RepoRoot, "hack", "cluster", "build", m.name)
+	src := filepath.Join(c.RepoRoot, "hack", "cluster", "build", m.folder())
 	stampFile := filepath.Join(c.Bin, "."+m.name+".stamp")
 	stamp, err := moduleStamp(src)
 	if err != nil {
@@ -150,13 +175,17 @@ func (c *Cluster) buildModule(ctx context.Context, m module) error {
 	}
 	defer os.RemoveAll(tmp)
 	outputs := strings.Join(m.outputs, " ")
-	c.logf("    building %s (module hack/cluster/build/%s; log %s)", outputs, m.name, blog)
+	c.logf("    building %s (module hack/cluster/build/%s; log %s)", outputs, m.folder(), blog)
 	ldflags := "-s -w"
 	if m.ldflags != nil {
 		ldflags += " " + m.ldflags(c.KubeVersion)
 	}
-	args := append([]string{"build", "-buildvcs=false", "-ldflags", ldflags, "-o", tmp + "/"}, m.packages...)
-	out, err := run(ctx, src, []string{"GOWORK=off", "GOFLAGS=-mod=readonly"}, nil, "go", args...)
+	args := []string{"build", "-buildvcs=false", "-ldflags", ldflags, "-o", tmp + "/"}
+	if m.tags != "" {
+		args = append(args, "-tags", m.tags)
+	}
+	args = append(args, m.packages...)
+	out, err := run(ctx, src, append([]string{"GOWORK=off", "GOFLAGS=-mod=readonly"}, m.env...), nil, "go", args...)
 	_ = os.WriteFile(blog, []byte(out), 0o644)
 	if err != nil {
 		fmt.Fprintln(c.Err, lastLines(strings.TrimSpace(out), 30))

@@ -49,6 +49,9 @@ type Cluster struct {
 	CacheDir      string // CacheRoot/KubeVersion
 	Bin           string // CacheDir/bin: the built cluster binaries
 	PrometheusBin string // Prometheus' binary
+	// NodeIP is the host's address (HostIP) when the real node runs: up finds it, other
+	// verbs read it from the state file.
+	NodeIP string
 
 	Out, Err io.Writer
 

@@ -62,6 +62,10 @@ func TestParseArgs(t *testing.T) {
 			verb: "kubectl", rest: []string{"get", "pods", "-n", "x", "--watch"}, check: func(o Options) bool { return o.Dir == "/d" }},
 		{name: "backend name", args: []string{"stop-backend", "alpha", "--dir=/d"}, verb: "stop-backend", rest: []string{"alpha"},
 			check: func(o Options) bool { return o.Dir == "/d" }},
+		{name: "real node", args: []string{"up", "--real-node"}, verb: "up",
+			check: func(o Options) bool { return o.RealNode && o.Explicit("real-node") }},
+		{name: "image archives", args: []string{"load-images", "a.tar", "--dir", "/d", "b/c.tar"}, verb: "load-images",
+			rest: []string{"a.tar", "b/c.tar"}, check: func(o Options) bool { return o.Dir == "/d" && !o.RealNode }},
 		{name: "change feed", args: []string{"restart-autoscaler", "--change-feed-url", "none"}, verb: "restart-autoscaler",
 			check: func(o Options) bool { return o.ChangeFeedURL == "none" }},
 		{name: "help flag", args: []string{"up", "--help"}, verb: "help"},
@@ -102,6 +106,7 @@ func TestStateRoundTrip(t *testing.T) {
 		Version: "v1.36.3", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
 		Prometheus: "true", Backends: []string{"beta", "alpha"}, Record: "true", PodStages: "false",
 		Components: []string{"etcd", "kube-apiserver"}, StartedAt: "2026-11-27T00:00:00Z", RepoRoot: "/work/a b's/c,d",
+		RealNode: "true", NodeIP: "192.0.2.2",
 	}
 	data := want.Marshal()
 	// The line the e2e suite reads, quoted as bash's printf %q quotes.

@@ -83,11 +83,24 @@ func (c *Cluster) Down(ctx context.Context) error {
 		c.logf("cluster in %s is not running", c.Dir)
 	} else {
 		c.logf("stopping the cluster in %s", c.Dir)
+		c.drainRealNode(ctx)
 		for i := len(names) - 1; i >= 0; i-- {
+			comp := c.component(names[i])
+			alive := c.Alive(names[i])
+			if alive && comp.BeforeStop != nil {
+				comp.BeforeStop(c, ctx)
+			}
 			if err := c.stop(names[i]); err != nil {
 				return err
 			}
+			if alive && comp.AfterStop != nil {
+				comp.AfterStop(c, ctx)
+			}
 		}
+	}
+	// What pods of the real node left (mounts, shims), also after a failed up.
+	if fileExists(filepath.Join(c.Dir, "containerd")) {
+		c.cleanUpRealNode()
 	}
 	// Every backend knows whether its server runs from this folder: stopping one that does
 	// not is a no-op, so a state file lost by a failed up leaves nothing behind.
@@ -120,6 +133,9 @@ func (c *Cluster) Down(ctx context.Context) error {
 	}
 	switch {
 	case c.Purge:
+		if left := mountsUnder(c.Dir); len(left) > 0 {
+			return fmt.Errorf("not removing %s: still mounted there: %s", c.Dir, strings.Join(left, " "))
+		}
 		if err := os.RemoveAll(c.Dir); err != nil {
 			return err
 		}
@@ -162,6 +178,9 @@ func (c *Cluster) Status(ctx context.Context) error {
 	stages := ""
 	if orDefault(st.PodStages, "true") != "true" {
 		stages = "; kwok: node stages only"
+	}
+	if st.RealNode == "true" {
+		stages += "; real node " + RealNodeName + " at " + st.NodeIP
 	}
 	c.logf("%smetricscale local cluster%s — kubernetes %s, state folder %s", c.bold, c.reset, orDefault(st.Version, "?"), c.Dir)
 	c.logf("started %s from %s; nodes: %s; HPA controller: %s; Prometheus: %s%s", orDefault(st.StartedAt, "?"), orDefault(st.RepoRoot, "?"),
@@ -248,6 +267,10 @@ func (c *Cluster) Env() ([]EnvVar, error) {
 	if stErr == nil {
 		env = append(env, EnvVar{"METRICSCALE_HPA_CONTROLLER", st.HPAController}, EnvVar{"METRICSCALE_HPA_SYNC_PERIOD", st.HPASyncPeriod},
 			EnvVar{"METRICSCALE_CLUSTER_REPO", st.RepoRoot}, EnvVar{"METRICSCALE_POD_STAGES", orDefault(st.PodStages, "true")})
+	}
+	if stErr == nil && st.RealNode == "true" {
+		// The real node's name: pods for it select kubernetes.io/hostname=$METRICSCALE_REAL_NODE.
+		env = append(env, EnvVar{"METRICSCALE_REAL_NODE", RealNodeName}, EnvVar{"METRICSCALE_NODE_IP", st.NodeIP})
 	}
 	if c.Alive("metricscale-adapter") {
 		token, err := os.ReadFile(filepath.Join(c.Dir, "push-token"))

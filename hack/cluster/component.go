@@ -31,6 +31,9 @@ type Component struct {
 	Ready        func(ctx context.Context, c *Cluster) error
 	ReadyTimeout time.Duration
 	ReadyWhat    string
+	// BeforeStop and AfterStop, when set, clean up around down's stop of it (the real
+	// node's containers, kube-proxy's rules).
+	BeforeStop, AfterStop func(c *Cluster, ctx context.Context)
 }
 
 func (comp *Component) ready(ctx context.Context, c *Cluster) error {
@@ -92,7 +95,7 @@ func components() []*Component {
 			return flags("kubeconfig", kc, "authentication-kubeconfig", kc, "authorization-kubeconfig", kc)
 		}
 	}
-	return []*Component{{
+	all := []*Component{{
 		Name: "etcd", Ports: []int{EtcdPort, EtcdPeerPort}, Enabled: always, Binary: cached("etcd"),
 		Args: func(c *Cluster) []string {
 			client, peer := local(EtcdPort, ""), local(EtcdPeerPort, "")
@@ -108,12 +111,23 @@ func components() []*Component {
 		Name: "kube-apiserver", Ports: []int{APIServerPort}, Enabled: always, Binary: cached("kube-apiserver"),
 		Prepare: mkdirs(inDir("kube-apiserver")),
 		Args: func(c *Cluster) []string {
-			return append(flags("etcd-servers", local(EtcdPort, ""),
-				"bind-address", "127.0.0.1", "secure-port", strconv.Itoa(APIServerPort), "advertise-address", "127.0.0.1",
+			bind, advertise, reconciler, cert, authz := "127.0.0.1", "127.0.0.1", "none", "apiserver", "RBAC"
+			if c.RealNode {
+				// Pods reach it through the kubernetes Service: it listens on the host's
+				// address too and publishes that address as the Service's endpoint; the
+				// kubelet's credentials are a node's (Node authorizer, NodeRestriction).
+				bind, advertise, reconciler, cert, authz = "0.0.0.0", c.NodeIP, "lease", "apiserver-realnode", "Node,RBAC"
+			}
+			var extra []string
+			if c.RealNode {
+				extra = []string{"--enable-admission-plugins=NodeRestriction"}
+			}
+			return append(append(flags("etcd-servers", local(EtcdPort, ""),
+				"bind-address", bind, "secure-port", strconv.Itoa(APIServerPort), "advertise-address", advertise,
 				"cert-dir", filepath.Join(c.Dir, "kube-apiserver"),
-				"endpoint-reconciler-type", "none", "service-cluster-ip-range", "10.0.0.0/24",
-				"tls-cert-file", c.pki("apiserver.crt"), "tls-private-key-file", c.pki("apiserver.key"),
-				"client-ca-file", c.pki("ca.crt"), "authorization-mode", "RBAC", "allow-privileged", "true",
+				"endpoint-reconciler-type", reconciler, "service-cluster-ip-range", "10.0.0.0/24",
+				"tls-cert-file", c.pki(cert+".crt"), "tls-private-key-file", c.pki(cert+".key"),
+				"client-ca-file", c.pki("ca.crt"), "authorization-mode", authz, "allow-privileged", "true",
 				"service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 				"service-account-key-file", c.pki("sa.pub"), "service-account-signing-key-file", c.pki("sa.key"),
 				"requestheader-client-ca-file", c.pki("front-proxy-ca.crt"), "requestheader-allowed-names", "front-proxy-client",
@@ -121,7 +135,7 @@ func components() []*Component {
 				"requestheader-username-headers", "X-Remote-User",
 				"proxy-client-cert-file", c.pki("front-proxy-client.crt"), "proxy-client-key-file", c.pki("front-proxy-client.key"),
 				"kubelet-client-certificate", c.pki("apiserver-kubelet-client.crt"), "kubelet-client-key", c.pki("apiserver-kubelet-client.key"),
-				"kubelet-preferred-address-types", "InternalIP", "profiling", "false"), "--v=1")
+				"kubelet-preferred-address-types", "InternalIP", "profiling", "false"), extra...), "--v=1")
 		},
 		Health:       probeURL(secure(APIServerPort, "/readyz"), adminTLS),
 		ReadyTimeout: 120 * time.Second, ReadyWhat: "ready",
@@ -253,6 +267,14 @@ func components() []*Component {
 		Health:       probeURL(local(PrometheusPort, "/-/ready"), plainHTTP),
 		ReadyTimeout: 60 * time.Second, ReadyWhat: "ready",
 	}}
+	// The real node's processes come after kwok: up starts them after the fake nodes, down
+	// stops them before kube-scheduler and kube-controller-manager.
+	for i, comp := range all {
+		if comp.Name == "kwok" {
+			return append(all[:i+1], append(realNodeComponents(), all[i+1:]...)...)
+		}
+	}
+	return all
 }
 
 func autoscalerArgs(c *Cluster) []string {

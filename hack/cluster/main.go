@@ -102,6 +102,8 @@ func (c *Cluster) Run(ctx context.Context, verb string, args []string) error {
 		}
 		c.phaseEnd("build")
 		return nil
+	case "load-images":
+		return c.LoadImages(ctx, args...)
 	case "restart-autoscaler":
 		return c.RestartAutoscaler(ctx, c.ChangeFeedURL)
 	case "install-prometheus":

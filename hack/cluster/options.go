@@ -24,12 +24,13 @@ const Usage = `hack/cluster.sh — a local Kubernetes control plane for metricsc
 
   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
                      [--kubernetes-only] [--no-prometheus] [--no-backends | --backends NAME,...]
-                     [--no-record] [--no-pod-stages] [--dir DIR]
+                     [--no-record] [--no-pod-stages] [--real-node] [--dir DIR]
   hack/cluster.sh down [--purge] [--dir DIR]
   hack/cluster.sh status [--dir DIR]
   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
   hack/cluster.sh kubectl [--dir DIR] ARGS   # kubectl against the cluster
   hack/cluster.sh build                      # only build (or check) the cached binaries
+  hack/cluster.sh load-images FILE...        # import image archives into the real node's containerd
   hack/cluster.sh restart-autoscaler [--change-feed-url URL|none]
                                              # stop (if running) and start the autoscaler again
   hack/cluster.sh stop-prometheus            # stop only Prometheus (an outage, for e2e tests)
@@ -56,6 +57,17 @@ unless --no-record).
 something writes their status) and no resource metrics, so no metrics-server either. For
 benchmarks that write pod status themselves: at tens of thousands of pods, kwok with its pod
 stages and metrics-server's scrapes otherwise takes most of a core.
+--real-node adds one real node, metricscale-node, beside the kwok nodes (which keep their
+taint): containerd 2.4 (with Debian's runc and containernetworking-plugins), a kubelet,
+kube-proxy (iptables) and CoreDNS, all host processes built from Go modules under
+hack/cluster/build like the rest (about N min more of cold build; a few hundred MiB more
+memory). Pods on it are real containers on a CNI bridge (10.244.77.0/24); the API server
+then also listens on the host's address (the default route's) for them, behind the
+kubernetes Service, and kube-dns (10.0.0.10) resolves cluster names. Nothing is pulled:
+'load-images FILE...' imports image archives (make images writes them to _output/images),
+and pods use imagePullPolicy Never or IfNotPresent. The host runs cgroup v1, which the
+kubelet refuses unless failCgroupV1 is false: set for this development node only. It needs
+root, runc, /usr/lib/cni, iptables and conntrack.
 Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -90,9 +102,12 @@ type Options struct {
 	Prometheus     bool
 	Backends       bool
 	// BackendNames limits the backends to these (--backends); nil means all.
-	BackendNames  []string
-	Record        bool
-	PodStages     bool
+	BackendNames []string
+	Record       bool
+	PodStages    bool
+	// RealNode adds one real kubelet node (RealNodeName) with containerd, kube-proxy and
+	// CoreDNS beside the kwok nodes (--real-node).
+	RealNode      bool
 	Purge         bool
 	ChangeFeedURL string // "" for the adapter's feed, "none" for no feed
 
@@ -139,7 +154,7 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 	for len(args) > 0 {
 		arg := args[0]
 		// kubectl takes every argument but --dir; NAME of the *-backend verbs is positional.
-		passthrough := (inv.Verb == "kubectl" || strings.HasSuffix(inv.Verb, "-backend")) && !strings.HasPrefix(arg, "--") ||
+		passthrough := (inv.Verb == "kubectl" || inv.Verb == "load-images" || strings.HasSuffix(inv.Verb, "-backend")) && !strings.HasPrefix(arg, "--") ||
 			inv.Verb == "kubectl" && arg != "--dir" && !strings.HasPrefix(arg, "--dir=")
 		if passthrough {
 			inv.Args = append(inv.Args, arg)
@@ -201,6 +216,8 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 			o.Record, err = false, noValue()
 		case "--no-pod-stages":
 			o.PodStages, err = false, noValue()
+		case "--real-node":
+			o.RealNode, err = true, noValue()
 		case "--purge":
 			o.Purge, err = true, noValue()
 		case "-h", "--help":

@@ -24,6 +24,8 @@ type State struct {
 	Components     []string
 	StartedAt      string
 	RepoRoot       string
+	RealNode       string // "true" with the real node (older files: empty)
+	NodeIP         string // the real node's address
 }
 
 // stateKeys lists the file's keys in their order, with the field each one is.
@@ -47,6 +49,8 @@ func (s *State) fields() []struct {
 		{"STATE_COMPONENTS", nil},
 		{"STATE_STARTED_AT", &s.StartedAt},
 		{"STATE_REPO_ROOT", &s.RepoRoot},
+		{"STATE_REAL_NODE", &s.RealNode},
+		{"STATE_NODE_IP", &s.NodeIP},
 	}
 }
 

@@ -56,6 +56,7 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 		{c.upAPIServer, yes},
 		{c.upControllers, yes},
 		{c.upKwok, yes},
+		{c.upRealNode, func() bool { return c.RealNode }},
 		{c.upMetricsServer, func() bool { return c.PodStages }},
 		{c.upUsable, yes},
 		// upPKI chose the backends.
@@ -113,6 +114,9 @@ func (c *Cluster) upAlreadyRunning() error {
 	}
 	if o.Explicit("no-pod-stages") && orDefault(st.PodStages, "true") == "true" {
 		differs = append(differs, "its kwok runs pod stages")
+	}
+	if o.Explicit("real-node") && st.RealNode != "true" {
+		differs = append(differs, "it runs no real node")
 	}
 	if o.Explicit("backends") {
 		for _, b := range o.BackendNames {
@@ -243,6 +247,16 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.RealNode {
+		ip, err := HostIP()
+		if err != nil {
+			return fmt.Errorf("the real node needs the host's address: %w", err)
+		}
+		c.NodeIP = ip
+		if err := c.realNodePKI(ctx); err != nil {
+			return err
+		}
+	}
 	c.phaseEnd("ports, PKI, kubeconfigs")
 	// The queue backends feed the adapter's config, which exists only with Prometheus.
 	if c.Backends && c.Prometheus && c.withAdapter() {
@@ -260,6 +274,7 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 		Prometheus: strconv.FormatBool(c.Prometheus), Backends: c.running, Record: strconv.FormatBool(c.Record),
 		PodStages: strconv.FormatBool(c.PodStages), Components: c.selected(),
 		StartedAt: time.Now().UTC().Format("2006-01-02T15:04:05Z"), RepoRoot: c.RepoRoot,
+		RealNode: strconv.FormatBool(c.RealNode), NodeIP: c.NodeIP,
 	})
 }
 
