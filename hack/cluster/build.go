@@ -15,19 +15,14 @@ import (
 )
 
 // module is a build-only Go module under hack/cluster/build and the binaries it makes.
-// Two entries may share a folder (dir): each has its own stamp, so that one is built
-// only when needed (kubelet and kube-proxy only for --real-node).
 type module struct {
 	name     string
-	dir      string // folder under hack/cluster/build; "" means name
 	outputs  []string
 	packages []string
 	ldflags  func(kubeVersion string) string
 	tags     string   // go build -tags
 	env      []string // added to go build's environment
 }
-
-func (m module) folder() string { return orDefault(m.dir, m.name) }
 
 func modules() []module {
 	return []module{
@@ -41,10 +36,11 @@ func modules() []module {
 		{name: "metrics-server", outputs: []string{"metrics-server"}, packages: []string{"sigs.k8s.io/metrics-server/cmd/metrics-server"}},
 		// prometheus-adapter v0.12, only for the parity e2e and the adapter benchmark (its command is named adapter).
 		{name: "prometheus-adapter", outputs: []string{"adapter"}, packages: []string{"sigs.k8s.io/prometheus-adapter/cmd/adapter"}},
-		// The real node's kubelet and kube-proxy, from the same module build as the control
-		// plane; an entry of their own so that up without --real-node does not build them.
-		{name: "kubernetes-node", dir: "kubernetes", outputs: []string{"kubelet", "kube-proxy"},
-			packages: []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"}, ldflags: kubeLdflags},
+		// The real node's kubelet and kube-proxy: the control plane's k8s.io/kubernetes
+		// version and replace directives, in a folder of their own (see its go.mod).
+		{name: "kubernetes-node", outputs: []string{"kubelet", "kube-proxy"},
+			packages: []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"}, ldflags: kubeLdflags,
+			env: []string{"CGO_ENABLED=0"}},
 		// containerd without the snapshotters that need cgo or kernel features we do not use.
 		{name: "containerd", outputs: []string{"containerd", "ctr", "containerd-shim-runc-v2"},
 			packages: []string{"github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/ctr",
@@ -152,7 +148,7 @@ func moduleStamp(src string) (string, error) {
 }
 
 func (c *Cluster) buildModule(ctx context.Context, m module) error {
-	src := filepath.Join(c.RepoRoot, "hack", "cluster", "build", m.folder())
+	src := filepath.Join(c.RepoRoot, "hack", "cluster", "build", m.name)
 	stampFile := filepath.Join(c.Bin, "."+m.name+".stamp")
 	stamp, err := moduleStamp(src)
 	if err != nil {
@@ -175,7 +171,7 @@ func (c *Cluster) buildModule(ctx context.Context, m module) error {
 	}
 	defer os.RemoveAll(tmp)
 	outputs := strings.Join(m.outputs, " ")
-	c.logf("    building %s (module hack/cluster/build/%s; log %s)", outputs, m.folder(), blog)
+	c.logf("    building %s (module hack/cluster/build/%s; log %s)", outputs, m.name, blog)
 	ldflags := "-s -w"
 	if m.ldflags != nil {
 		ldflags += " " + m.ldflags(c.KubeVersion)

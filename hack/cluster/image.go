@@ -12,17 +12,18 @@ import (
 	"time"
 )
 
-// imageFile is one file of a one-layer image.
-type imageFile struct {
+// ImageFile is one file of a one-layer image (WriteImageArchive).
+type ImageFile struct {
 	Path string // inside the image, without the leading slash
 	Mode int64
 	Data []byte
 }
 
-// writeImageArchive writes a one-layer image as a docker-archive tar (the format of
-// `docker save`, which `ctr images import` reads) named ref, running entrypoint. The real
-// node's sandbox image is written so: no container engine or registry is needed.
-func writeImageArchive(w io.Writer, ref string, entrypoint []string, files []imageFile) error {
+// WriteImageArchive writes a one-layer image as a docker-archive tar (the format of
+// `docker save`, which `ctr images import` and so LoadImages read) named ref, running
+// entrypoint. The real node's sandbox image is written so, and test images can be: no
+// container engine or registry is needed.
+func WriteImageArchive(w io.Writer, ref string, entrypoint []string, files []ImageFile) error {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
 	for _, f := range files {

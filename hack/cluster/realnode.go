@@ -528,7 +528,7 @@ func (c *Cluster) importSandboxImage(ctx context.Context) error {
 		return fmt.Errorf("sandbox image: %w", err)
 	}
 	var archive bytes.Buffer
-	if err := writeImageArchive(&archive, SandboxImage, []string{"/sandbox"}, []imageFile{{Path: "sandbox", Mode: 0o755, Data: bin}}); err != nil {
+	if err := WriteImageArchive(&archive, SandboxImage, []string{"/sandbox"}, []ImageFile{{Path: "sandbox", Mode: 0o755, Data: bin}}); err != nil {
 		return fmt.Errorf("sandbox image: %w", err)
 	}
 	path := filepath.Join(c.Dir, "containerd", "sandbox-image.tar")

@@ -55,7 +55,7 @@ func TestRealNodeBuildModules(t *testing.T) {
 		if !slices.Contains(realNodeModules, m.name) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, m.folder(), "go.mod")); err != nil {
+		if _, err := os.Stat(filepath.Join(root, m.name, "go.mod")); err != nil {
 			t.Errorf("module %s: %v", m.name, err)
 		}
 	}
@@ -66,15 +66,42 @@ func TestRealNodeBuildModules(t *testing.T) {
 	if !strings.Contains(string(gomod), "require github.com/containerd/containerd/v2 "+containerdVersion+"\n") {
 		t.Errorf("build/containerd/go.mod does not require containerd %s:\n%s", containerdVersion, gomod)
 	}
-	tools, err := os.ReadFile(filepath.Join(root, "kubernetes", "tools.go"))
+	tools, err := os.ReadFile(filepath.Join(root, "kubernetes-node", "tools.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"} {
 		if !strings.Contains(string(tools), `"`+cmd+`"`) {
-			t.Errorf("build/kubernetes/tools.go does not pin %s (go mod tidy would drop its requirements)", cmd)
+			t.Errorf("build/kubernetes-node/tools.go does not pin %s (go mod tidy would drop its requirements)", cmd)
 		}
 	}
+	// The node's kubelet is the control plane's Kubernetes: same version, same replaces.
+	plane, node := readGoMod(t, filepath.Join(root, "kubernetes", "go.mod")), readGoMod(t, filepath.Join(root, "kubernetes-node", "go.mod"))
+	if plane.kubernetes == "" || plane.kubernetes != node.kubernetes {
+		t.Errorf("k8s.io/kubernetes %q in build/kubernetes, %q in build/kubernetes-node", plane.kubernetes, node.kubernetes)
+	}
+	if plane.replace == "" || plane.replace != node.replace {
+		t.Errorf("the replace directives differ:\n%s\n---\n%s", plane.replace, node.replace)
+	}
+}
+
+type goMod struct{ kubernetes, replace string }
+
+// readGoMod reads a build module's k8s.io/kubernetes version and replace block.
+func readGoMod(t *testing.T, path string) goMod {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m goMod
+	if v := kubeRequire.FindSubmatch(data); v != nil {
+		m.kubernetes = string(v[1])
+	}
+	if _, rest, ok := strings.Cut(string(data), "\nreplace ("); ok {
+		m.replace, _, _ = strings.Cut(rest, "\n)")
+	}
+	return m
 }
 
 func TestAPIServerArgsWithRealNode(t *testing.T) {
@@ -444,7 +471,7 @@ func TestWriteImageArchive(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	bin := []byte("\x7fELF not really")
-	if err := writeImageArchive(&buf, SandboxImage, []string{"/sandbox"}, []imageFile{{Path: "sandbox", Mode: 0o755, Data: bin}}); err != nil {
+	if err := WriteImageArchive(&buf, SandboxImage, []string{"/sandbox"}, []ImageFile{{Path: "sandbox", Mode: 0o755, Data: bin}}); err != nil {
 		t.Fatal(err)
 	}
 	entries := map[string][]byte{}

@@ -10,7 +10,7 @@
 // end); a cluster that is already up is reused and left running. Environment:
 //
 //	METRICSCALE_CLUSTER_DIR        state folder of the cluster (as for hack/cluster.sh)
-//	METRICSCALE_E2E_UP_ARGS        arguments for `hack/cluster.sh up` (default "--hpa-sync-period 5s")
+//	METRICSCALE_E2E_UP_ARGS        arguments for `hack/cluster.sh up` (default "--hpa-sync-period 5s --real-node")
 //	METRICSCALE_E2E_KEEP_CLUSTER=1 leave a cluster that the tests started running
 //	METRICSCALE_E2E_KEEP_NAMESPACES=1 keep the test namespaces of failed tests
 //
@@ -67,7 +67,8 @@ const (
 	// UsageMemoryAnnotation sets the memory usage kwok reports for a pod (for example "64Mi").
 	UsageMemoryAnnotation = "kwok.x-k8s.io/usage-memory"
 
-	defaultUpArgs = "--hpa-sync-period 5s"
+	// --real-node: TestRealNode and the tests of the installed chart run pods on it.
+	defaultUpArgs = "--hpa-sync-period 5s --real-node"
 )
 
 // Cluster is a handle on the running local cluster.
@@ -86,6 +87,10 @@ type Cluster struct {
 	// PodStages is false when kwok runs node stages only (hack/cluster.sh up
 	// --no-pod-stages): pods then stay Pending unless a test writes their status.
 	PodStages bool
+
+	// RealNode is the real (kubelet) node's name, hack/cluster's RealNodeName; empty
+	// when the cluster runs without it (up without --real-node).
+	RealNode string
 
 	// PushURL and PushToken reach the metricscale adapter's push endpoint; empty
 	// when the adapter does not run.
@@ -191,6 +196,7 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 		c.HPASyncPeriod = 15 * time.Second
 	}
 	c.PodStages = env["METRICSCALE_POD_STAGES"] != "false"
+	c.RealNode = env["METRICSCALE_REAL_NODE"]
 	c.PushURL = env["METRICSCALE_PUSH_URL"]
 	c.PushToken = env["METRICSCALE_PUSH_TOKEN"]
 	c.PrometheusURL = env["METRICSCALE_PROMETHEUS_URL"]

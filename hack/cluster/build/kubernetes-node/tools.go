@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools pins the commands this build module compiles, so that
+// `go mod tidy` keeps their dependencies.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
