@@ -66,16 +66,19 @@ fuzz:
 	  done; \
 	done; [ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }
 
-# Both container images, without a container engine (hack/images/README.md):
-# _output/images/{adapter,autoscaler}-$(VERSION).tar and the OCI layout oci/.
+# The container images, without a container engine (hack/images/README.md):
+# _output/images/{adapter,autoscaler,worker}-$(VERSION).tar and the OCI layout oci/
+# (worker: hack/worker, the test and demo queue consumer, not a release image).
 images:
 	cd hack/images && $(GO) run . --root ../.. --version $(VERSION) --out ../../_output/images --go $(GO)
 
 # The main job in one command: a queue autoscaled end to end on the local cluster.
 # DEMO_ARGS=--keep leaves it running; --fast shortens the traffic pattern.
 # make demo BACKEND=redis: the queue lives in that broker of the local cluster.
-demo:
-	$(GO) run ./hack/demo $(if $(BACKEND),--backend $(BACKEND)) $(DEMO_ARGS)
+# make demo NODE=real: real worker pods (the worker image, built first) on the local
+# cluster's real node (up --real-node) consume from Redis (or BACKEND).
+demo: $(if $(filter real,$(NODE)),images)
+	$(GO) run ./hack/demo $(if $(BACKEND),--backend $(BACKEND)) $(if $(filter real,$(NODE)),--real-node --worker-image _output/images/worker-$(VERSION).tar --worker-ref ghcr.io/metricscale/worker:$(VERSION)) $(DEMO_ARGS)
 
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 

@@ -1,6 +1,7 @@
 package backends
 
-// Redis, Debian's redis-server on 127.0.0.1:16379, data and logs in DIR/redis. Start writes
+// Redis, Debian's redis-server on 127.0.0.1:16379 (and on the pod address too when
+// SetPodAddress set one for DIR: then Env names that address), data and logs in DIR/redis. Start writes
 // DIR/redis/redis.conf, starts the server when it does not run, and waits until it
 // answers. Two ACL users, whose passwords it writes once under DIR/redis (mode 0600; the
 // config holds only their SHA-256):
@@ -105,7 +106,15 @@ func (l redisLayout) answers(ctx context.Context) bool {
 	return c.Ping(ctx).Val() == "PONG"
 }
 
-func (l redisLayout) writeConfig() error {
+// redisBind is the server's bind list for dir: 127.0.0.1, and the pod address when set.
+func redisBind(dir string) string {
+	if a := PodAddress(dir); a.IsValid() {
+		return "127.0.0.1 " + a.String()
+	}
+	return "127.0.0.1"
+}
+
+func (l redisLayout) writeConfig(bind string) error {
 	if err := os.MkdirAll(l.data, 0o755); err != nil {
 		return err
 	}
@@ -123,7 +132,7 @@ func (l redisLayout) writeConfig() error {
 		return err
 	}
 	conf := fmt.Sprintf(`# written by metricscale hack/backends (redis) at start
-bind 127.0.0.1
+bind %s
 port %d
 protected-mode yes
 daemonize yes
@@ -136,7 +145,7 @@ appendonly no
 maxmemory 256mb
 user default on #%s ~* &* +@all
 user %s on #%s %s
-`, redisPort, l.pidfile, l.logfile, l.data, adminHash, redisUser, userHash, redisUserRules)
+`, bind, redisPort, l.pidfile, l.logfile, l.data, adminHash, redisUser, userHash, redisUserRules)
 	return writeFileAtomic(l.conf, []byte(conf), 0o600)
 }
 
@@ -158,16 +167,20 @@ func (redisBackend) Start(ctx context.Context, dir string, log io.Writer) error 
 	if err := needBins("redis", redisServerBin(), redisCLIBin()); err != nil {
 		return err
 	}
+	bind := redisBind(dir)
 	pid, running := l.running()
 	if running && l.answers(ctx) {
-		fmt.Fprintf(log, "    Redis already runs on %s (pid %d, data %s)\n", redisAddr(), pid, l.data)
+		if err := l.rebind(ctx, bind); err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "    Redis already runs on %s port %d (pid %d, data %s)\n", bind, redisPort, pid, l.data)
 		return nil
 	}
 	if !running {
 		if err := portsFree("Redis in "+l.dir, redisPort); err != nil {
 			return err
 		}
-		if err := l.writeConfig(); err != nil {
+		if err := l.writeConfig(bind); err != nil {
 			return fmt.Errorf("redis: writing %s: %w", l.conf, err)
 		}
 		_ = os.Remove(l.pidfile)
@@ -185,7 +198,31 @@ func (redisBackend) Start(ctx context.Context, dir string, log io.Writer) error 
 	if f := strings.Fields(string(version)); len(f) > 2 {
 		v = strings.TrimPrefix(f[2], "v=") + " "
 	}
-	fmt.Fprintf(log, "    Redis %son %s, pid %d (data %s)\n", v, redisAddr(), pid, l.data)
+	fmt.Fprintf(log, "    Redis %son %s port %d, pid %d (data %s)\n", v, bind, redisPort, pid, l.data)
+	return nil
+}
+
+// rebind makes a running server listen on bind (SetPodAddress changed since it started):
+// CONFIG SET bind, and the config file for its next start.
+func (l redisLayout) rebind(ctx context.Context, bind string) error {
+	c, err := l.admin()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := c.ConfigGet(ctx, "bind").Result()
+	if err != nil {
+		return fmt.Errorf("redis: CONFIG GET bind: %w", err)
+	}
+	if strings.Join(strings.Fields(got["bind"]), " ") == bind {
+		return nil
+	}
+	if err := l.writeConfig(bind); err != nil {
+		return fmt.Errorf("redis: writing %s: %w", l.conf, err)
+	}
+	if err := c.ConfigSet(ctx, "bind", bind).Err(); err != nil {
+		return fmt.Errorf("redis: CONFIG SET bind %q: %w", bind, err)
+	}
 	return nil
 }
 
@@ -224,10 +261,16 @@ func (redisBackend) Healthy(ctx context.Context, dir string) error {
 	return nil
 }
 
+// Env names the pod address when one is set: the server listens there too, and pods
+// reach only that one.
 func (redisBackend) Env(dir string) map[string]string {
 	l := redisFiles(dir)
+	addr := redisAddr()
+	if a := PodAddress(dir); a.IsValid() {
+		addr = net.JoinHostPort(a.String(), strconv.Itoa(redisPort))
+	}
 	return map[string]string{
-		"METRICSCALE_REDIS_ADDR":                redisAddr(),
+		"METRICSCALE_REDIS_ADDR":                addr,
 		"METRICSCALE_REDIS_USER":                redisUser,
 		"METRICSCALE_REDIS_PASSWORD_FILE":       l.password,
 		"METRICSCALE_REDIS_ADMIN_PASSWORD_FILE": l.adminPassword,
@@ -243,13 +286,17 @@ func (redisBackend) Queue() QueueInfo {
 	return QueueInfo{Metric: "redis_e2e_jobs_length", Selector: map[string]string{"key": redisKey}}
 }
 
-// redisQueue is the list e2e-jobs: producers RPUSH, workers LPOP from the other end.
+// redisQueue is a list, e2e-jobs unless METRICSCALE_REDIS_QUEUE names another: producers
+// RPUSH, workers LPOP from the other end.
 type redisQueue struct {
 	c   *goredis.Client
 	env map[string]string
+	key string
 }
 
 // OpenQueue connects as the default user: the adapter's own may only read.
+// METRICSCALE_REDIS_QUEUE in env, when set, names the list instead of e2e-jobs (a
+// worker Deployment of its own; the adapter config serves only e2e-jobs).
 func (redisBackend) OpenQueue(ctx context.Context, env map[string]string) (Queue, error) {
 	addr, err := need(env, "METRICSCALE_REDIS_ADDR")
 	if err != nil {
@@ -264,7 +311,11 @@ func (redisBackend) OpenQueue(ctx context.Context, env map[string]string) (Queue
 		c.Close()
 		return nil, fmt.Errorf("redis: connecting to %s: %w", addr, err)
 	}
-	return &redisQueue{c: c, env: env}, nil
+	key := env["METRICSCALE_REDIS_QUEUE"]
+	if key == "" {
+		key = redisKey
+	}
+	return &redisQueue{c: c, env: env, key: key}, nil
 }
 
 func (q *redisQueue) Publish(ctx context.Context, n int) error {
@@ -275,8 +326,8 @@ func (q *redisQueue) Publish(ctx context.Context, n int) error {
 	for i := range jobs {
 		jobs[i] = "job-" + strconv.Itoa(i)
 	}
-	if err := q.c.RPush(ctx, redisKey, jobs...).Err(); err != nil {
-		return fmt.Errorf("redis: RPUSH %s (%d jobs): %w", redisKey, n, err)
+	if err := q.c.RPush(ctx, q.key, jobs...).Err(); err != nil {
+		return fmt.Errorf("redis: RPUSH %s (%d jobs): %w", q.key, n, err)
 	}
 	return nil
 }
@@ -285,12 +336,12 @@ func (q *redisQueue) Consume(ctx context.Context, n int) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
-	got, err := q.c.LPopCount(ctx, redisKey, n).Result()
+	got, err := q.c.LPopCount(ctx, q.key, n).Result()
 	if errors.Is(err, goredis.Nil) {
 		return 0, nil // empty
 	}
 	if err != nil {
-		return 0, fmt.Errorf("redis: LPOP %s: %w", redisKey, err)
+		return 0, fmt.Errorf("redis: LPOP %s: %w", q.key, err)
 	}
 	return len(got), nil
 }
@@ -307,21 +358,21 @@ func (q *redisQueue) Depth(ctx context.Context) (int, error) {
 	}
 	// the password through the environment, not the command line
 	out, err := run(ctx, []string{"REDISCLI_AUTH=" + pw}, nil, q.env["METRICSCALE_REDIS_CLI"],
-		"-h", host, "-p", port, "--user", q.env["METRICSCALE_REDIS_USER"], "LLEN", redisKey)
+		"-h", host, "-p", port, "--user", q.env["METRICSCALE_REDIS_USER"], "LLEN", q.key)
 	if err != nil {
 		return 0, fmt.Errorf("redis: %w", err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return 0, fmt.Errorf("redis: redis-cli LLEN %s printed %q", redisKey, out)
+		return 0, fmt.Errorf("redis: redis-cli LLEN %s printed %q", q.key, out)
 	}
 	return n, nil
 }
 
 // Drain deletes the list: Redis deletes an empty list, and LLEN of a missing one is 0.
 func (q *redisQueue) Drain(ctx context.Context) error {
-	if err := q.c.Del(ctx, redisKey).Err(); err != nil {
-		return fmt.Errorf("redis: DEL %s: %w", redisKey, err)
+	if err := q.c.Del(ctx, q.key).Err(); err != nil {
+		return fmt.Errorf("redis: DEL %s: %w", q.key, err)
 	}
 	return nil
 }

@@ -12,6 +12,12 @@
 // of hack/backends (NAME.go) instead: the demo publishes the arriving jobs to
 // it, the workers consume from it, the autoscaler targets the metric the
 // adapter serves from it, and the depth shown is the adapter's answer.
+//
+// With --real-node (make demo NODE=real; the backend is redis unless --backend
+// names another that pods reach) the workers are real: pods of the worker image
+// (hack/worker, make images) on the local cluster's real node (hack/cluster.sh
+// up --real-node), consuming from the broker one job per 1/drainRate s; the demo
+// only publishes the arriving jobs.
 package main
 
 import (
@@ -98,7 +104,17 @@ func main() {
 	out := flag.String("out", "_output", "folder for the timeline plot")
 	summaryFile := flag.String("summary-json", "", "also write the summary as JSON to this file")
 	backendName := flag.String("backend", "", "run the queue in this broker of the local cluster ("+strings.Join(backendNames(), ", ")+"); default: push the depth of a modelled queue")
+	realNode := flag.Bool("real-node", false, "real worker pods on the local cluster's real node (hack/cluster.sh up --real-node), consuming from the broker (--backend, default redis)")
+	workerImage := flag.String("worker-image", "_output/images/worker-v0.1.0.tar", "with --real-node: the worker image's archive (make images)")
+	workerRef := flag.String("worker-ref", "ghcr.io/metricscale/worker:v0.1.0", "with --real-node: the worker image's name in that archive")
 	flag.Parse()
+	var real *realWorkers
+	if *realNode {
+		real = &realWorkers{archive: *workerImage, ref: *workerRef}
+		if *backendName == "" {
+			*backendName = "redis"
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -110,14 +126,14 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if err := run(ctx, *keep, *fast, *out, *summaryFile, *backendName); err != nil {
+	if err := run(ctx, *keep, *fast, *out, *summaryFile, *backendName, real); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		code = 1
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName string) (err error) {
+func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName string, real *realWorkers) (err error) {
 	root, err := cluster.FindRepoRoot()
 	if err != nil {
 		return err
@@ -133,6 +149,9 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 		args := []string{"up", "--hpa-sync-period", "5s", "--no-prometheus", "--no-backends"}
 		if backendName != "" {
 			args = []string{"up", "--hpa-sync-period", "5s", "--backends", backendName}
+		}
+		if real != nil {
+			args = append(args, "--real-node")
 		}
 		fmt.Printf("==> bringing up the local stack (hack/cluster.sh %s; the first run builds Kubernetes, ~10-25 min)\n", strings.Join(args, " "))
 		up, _, err := cluster.Command(root, args, os.Stdout, os.Stderr)
@@ -193,6 +212,13 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 	}
 	defer cleanup()
 
+	var pod *corev1.PodSpec // default: the modelled workers on the kwok nodes
+	if real != nil {
+		if env, err = real.prepare(ctx, local, kube, backendName); err != nil {
+			return err
+		}
+	}
+
 	var q queue
 	if backendName != "" {
 		fmt.Printf("==> emptying the %s queue (%s{%s})\n", backendName, be.metric, selectorString(be.selector))
@@ -207,14 +233,32 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 		}
 	}
 	fmt.Printf("==> deploying %s/%s and its MetricAutoscaler (%s, %d per worker)\n", namespace, name, be.metric, perPod)
-	if err := deploy(ctx, kube, dyn, be); err != nil {
+	if real != nil {
+		fmt.Printf("    real workers on node %s: %s, %s per job\n", real.node, real.ref, time.Second/drainRate)
+		var secret *corev1.Secret
+		var vars []corev1.EnvVar
+		if secret, vars, err = backendSecret(env, backendName); err != nil {
+			return err
+		}
+		spec := real.podSpec(backendName, vars)
+		pod = &spec
+		defer func() {
+			// a failed run shows why the pods did not work
+			if err != nil {
+				describeWorkers(context.Background(), kube)
+			}
+		}()
+		if err := deploy(ctx, kube, dyn, be, pod, secret); err != nil {
+			return err
+		}
+	} else if err := deploy(ctx, kube, dyn, be, nil, nil); err != nil {
 		return err
 	}
 	phases := pattern
 	if fast {
 		phases = fastPattern
 	}
-	tl, sum, err := model(ctx, kube, dyn, env, phases, be, q)
+	tl, sum, err := model(ctx, kube, dyn, env, phases, be, q, real != nil)
 	if err != nil {
 		return err
 	}
@@ -245,7 +289,10 @@ func run(ctx context.Context, keep, fast bool, outDir, summaryFile, backendName 
 	return nil
 }
 
-func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, be backend) error {
+// deploy creates the namespace, the workers' Deployment and its MetricAutoscaler; with
+// pod, the Deployment runs it (real workers) instead of the kwok placeholder, and secret
+// (the broker's passwords) is created first.
+func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, be backend, pod *corev1.PodSpec, secret *corev1.Secret) error {
 	// Start from a clean namespace.
 	if err := kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err == nil {
 		for {
@@ -261,6 +308,11 @@ func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interfac
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	if secret != nil {
+		if _, err := kube.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Secret %s/%s: %w", namespace, secret.Name, err)
+		}
 	}
 	one := int32(1)
 	labels := map[string]string{"app": name}
@@ -279,6 +331,9 @@ func deploy(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interfac
 				},
 			},
 		},
+	}
+	if pod != nil {
+		d.Spec.Template.Spec = *pod
 	}
 	if _, err := kube.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Deployment %s/%s: %w", namespace, name, err)
@@ -324,8 +379,10 @@ type sample struct {
 // model runs the queue: each second jobs arrive on the pattern, ready
 // workers drain drainRate each, and the depth is pushed to the adapter.
 // With a broker's queue q, the arrivals are published to it, the workers
-// consume from it, and the depth is what the adapter reads from it.
-func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase, be backend, q queue) ([]sample, Summary, error) {
+// consume from it, and the depth is what the adapter reads from it. With
+// realWorkers, pods consume: the demo only publishes, and what they served is
+// what left the queue.
+func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, env map[string]string, phases []phase, be backend, q queue, realWorkers bool) ([]sample, Summary, error) {
 	var (
 		carry       float64 // the fraction of a job that has not arrived yet (a broker takes whole ones)
 		readErr     string
@@ -373,16 +430,21 @@ func model(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 			if err := q.Publish(ctx, n); err != nil {
 				return nil, sum, err
 			}
-			got, err := q.Consume(ctx, int(ready)*drainRate)
-			if err != nil {
-				return nil, sum, err
+			if !realWorkers {
+				got, err := q.Consume(ctx, int(ready)*drainRate)
+				if err != nil {
+					return nil, sum, err
+				}
+				served = float64(got)
 			}
-			served = float64(got)
 			// What the autoscaler sees; on a failed read the last answer stays.
 			readErr = ""
 			if v, err := externalDepth(ctx, kube, be); err != nil {
 				readErr = " (" + err.Error() + ")"
 			} else {
+				if realWorkers {
+					served = max(0, depth+float64(n)-float64(v))
+				}
 				depth = float64(v)
 			}
 		}

@@ -84,7 +84,7 @@ func makefileVersion(t *testing.T) string {
 	return string(m[1])
 }
 
-// TestImages builds both images twice, reads them back with
+// TestImages builds the three images twice, reads them back with
 // go-containerregistry and with plain archive/tar, runs the binary from the
 // layer, and checks the two builds are identical to the byte.
 func TestImages(t *testing.T) {
@@ -105,7 +105,7 @@ func TestImages(t *testing.T) {
 
 	out := t.TempDir()
 	first := buildImages(t, version, out)
-	targets := []string{"adapter", "autoscaler"}
+	targets := []string{"adapter", "autoscaler", "worker"}
 	if len(first) != len(targets) {
 		t.Fatalf("built %d images, want %d: %v", len(first), len(targets), first)
 	}

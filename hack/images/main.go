@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(stderr)
 	root := fs.String("root", "../..", "the metricscale repository (the main module)")
 	version := fs.String("version", "", "release version: the images' tag and the binaries' --version (required; `make images` passes the Makefile's VERSION)")
-	targets := fs.String("targets", "adapter,autoscaler", "comma-separated commands to build, ./cmd/<target> each")
+	targets := fs.String("targets", "adapter,autoscaler,worker", "comma-separated images to build: adapter, autoscaler (./cmd/<target>), worker (./hack/worker)")
 	arch := fs.String("arch", "amd64", "GOARCH of the binaries and architecture of the images")
 	repository := fs.String("repository", "ghcr.io/metricscale", "registry and namespace of the image names")
 	sourceURL := fs.String("source-url", "https://github.com/metricscale/metricscale", "org.opencontainers.image.source")

@@ -18,11 +18,36 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// Descriptions are the images' org.opencontainers.image.description, and
-// the targets this tool knows (./cmd/<target>).
-var Descriptions = map[string]string{
-	"adapter":    "metricscale adapter: custom.metrics.k8s.io and external.metrics.k8s.io (and optionally metrics.k8s.io) from pluggable providers",
-	"autoscaler": "metricscale autoscaler: the MetricAutoscaler controller, an HPA-compatible autoscaler",
+// Target is one image this tool knows how to build.
+type Target struct {
+	// Description is the image's org.opencontainers.image.description.
+	Description string
+	// Package is the main package, relative to the repository root.
+	Package string
+	// VersionPkg is the package whose Version and Commit the linker stamps:
+	// cmd/internal/version for the released commands, "main" for a tool
+	// outside cmd/ (which may not import cmd/internal).
+	VersionPkg string
+	// Release marks a product image: the Dockerfile builds it and
+	// manifests/ deploy it. The worker is a test and demo workload only.
+	Release bool
+}
+
+// Targets are the images this tool knows, by name: the binary's name in the
+// image and the image's name in the repository.
+var Targets = map[string]Target{
+	"adapter": {
+		Description: "metricscale adapter: custom.metrics.k8s.io and external.metrics.k8s.io (and optionally metrics.k8s.io) from pluggable providers",
+		Package:     "./cmd/adapter", VersionPkg: versionPkg, Release: true,
+	},
+	"autoscaler": {
+		Description: "metricscale autoscaler: the MetricAutoscaler controller, an HPA-compatible autoscaler",
+		Package:     "./cmd/autoscaler", VersionPkg: versionPkg, Release: true,
+	},
+	"worker": {
+		Description: "metricscale worker: the test and demo queue consumer of the development backends (hack/worker); not a release image",
+		Package:     "./hack/worker", VersionPkg: "main",
+	},
 }
 
 // Options of Build.
@@ -32,7 +57,7 @@ type Options struct {
 	// Version is the release version: the images' tag and the binaries'
 	// --version.
 	Version string
-	// Targets are the commands to build, ./cmd/<target> each.
+	// Targets are the images to build, keys of the Targets map.
 	Targets []string
 	// Arch is the GOARCH and the image architecture.
 	Arch string
@@ -81,7 +106,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 	}
 	tags := map[string]name.Tag{}
 	for _, t := range targets {
-		if _, ok := Descriptions[t]; !ok {
+		if _, ok := Targets[t]; !ok {
 			return nil, fmt.Errorf("images: unknown target %q", t)
 		}
 		tag, err := name.NewTag(fmt.Sprintf("%s/%s:%s", o.Repository, t, o.Version), name.StrictValidation)
@@ -156,7 +181,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 func Labels(target string, o Options) map[string]string {
 	l := map[string]string{
 		"org.opencontainers.image.title":       "metricscale-" + target,
-		"org.opencontainers.image.description": Descriptions[target],
+		"org.opencontainers.image.description": Targets[target].Description,
 		"org.opencontainers.image.version":     o.Version,
 		"org.opencontainers.image.revision":    o.Source.Commit,
 		"org.opencontainers.image.source":      o.SourceURL,

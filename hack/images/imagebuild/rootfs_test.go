@@ -150,7 +150,7 @@ func TestLabels(t *testing.T) {
 	o := Options{Source: Source{Commit: "abc", Time: created}, Version: "v1.2.3", SourceURL: "https://example.com/x"}
 	want := map[string]string{
 		"org.opencontainers.image.title":       "metricscale-adapter",
-		"org.opencontainers.image.description": Descriptions["adapter"],
+		"org.opencontainers.image.description": Targets["adapter"].Description,
 		"org.opencontainers.image.version":     "v1.2.3",
 		"org.opencontainers.image.revision":    "abc",
 		"org.opencontainers.image.source":      "https://example.com/x",

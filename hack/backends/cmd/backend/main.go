@@ -5,6 +5,8 @@
 //	backend NAME start DIR         # start it for the cluster state folder DIR
 //	backend NAME stop DIR          # stop it, keeping its data
 //	backend NAME env [DIR]         # export lines: eval "$(backend NAME env DIR)"
+//	backend pod-address DIR [host|off|IP]  # print, or set, the address the backends also
+//	                               # listen on for pods (host: the default route's source)
 //
 // hack/cluster.sh runs it until the cluster is a Go program that imports the package.
 package main
@@ -13,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -32,7 +35,7 @@ func main() {
 	}
 }
 
-const usage = "usage: backend names | backend NAME install|start DIR|stop DIR|env [DIR]"
+const usage = "usage: backend names | backend NAME install|start DIR|stop DIR|env [DIR] | backend pod-address DIR [host|off|IP]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 1 && args[0] == "names" {
@@ -40,6 +43,9 @@ func run(ctx context.Context, args []string) error {
 			fmt.Println(n)
 		}
 		return nil
+	}
+	if len(args) >= 2 && len(args) <= 3 && args[0] == "pod-address" {
+		return podAddress(args[1], args[2:])
 	}
 	if len(args) < 2 || len(args) > 3 {
 		return fmt.Errorf("%s", usage)
@@ -86,3 +92,33 @@ func run(ctx context.Context, args []string) error {
 
 // shellQuote is s single-quoted for a shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// podAddress prints the pod address of dir, or sets it: host (HostAddress), off, or an IP.
+// The backends listen there from their next start.
+func podAddress(dir string, set []string) error {
+	if len(set) == 0 {
+		if a := backends.PodAddress(dir); a.IsValid() {
+			fmt.Println(a)
+		}
+		return nil
+	}
+	var addr netip.Addr
+	var err error
+	switch set[0] {
+	case "off":
+	case "host":
+		addr, err = backends.HostAddress()
+	default:
+		addr, err = netip.ParseAddr(set[0])
+	}
+	if err != nil {
+		return fmt.Errorf("pod-address %s: %w", set[0], err)
+	}
+	if err := backends.SetPodAddress(dir, addr); err != nil {
+		return err
+	}
+	if addr.IsValid() {
+		fmt.Printf("%s (for %s; start them again to listen there)\n", addr, strings.Join(backends.PodAddressBackends, ", "))
+	}
+	return nil
+}
