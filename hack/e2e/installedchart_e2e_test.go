@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,29 +100,23 @@ type installedChart struct {
 	token  string
 }
 
-// needRealNode returns the real node's name, failing when the cluster has
-// none Ready: the test runs pods, which the kwok nodes only pretend to run.
+// needRealNode returns the real node's name, failing when the cluster runs
+// none or it is not Ready: the test runs pods, which the kwok nodes only
+// pretend to run.
 func needRealNode(t *testing.T) string {
 	t.Helper()
-	nodes, err := cluster.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if cluster.RealNode == "" {
+		t.Fatal("the local cluster has no real node: restart it with hack/cluster.sh down && hack/cluster.sh up --real-node " +
+			"(the e2e suite's default METRICSCALE_E2E_UP_ARGS has it)")
+	}
+	n, err := cluster.Client.CoreV1().Nodes().Get(context.Background(), cluster.RealNode, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("node %s: %v", cluster.RealNode, err)
 	}
-	var names []string
-	for _, n := range nodes.Items {
-		if n.Labels[KwokNodeLabelKey] == KwokNodeLabelValue {
-			continue
-		}
-		names = append(names, n.Name)
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return n.Name
-			}
-		}
+	if !nodeReady(n) {
+		t.Fatalf("node %s is not Ready: %v", n.Name, n.Status.Conditions)
 	}
-	t.Fatalf("the local cluster has no Ready real node (non-kwok nodes: %v): start it with hack/cluster.sh up --real-node "+
-		"(METRICSCALE_E2E_UP_ARGS for the e2e suite)", names)
-	return ""
+	return n.Name
 }
 
 func newInstalledChart(t *testing.T, node string) *installedChart {
@@ -975,14 +970,34 @@ func (ic *installedChart) testWorkers(t *testing.T) {
 	}
 	image := "ghcr.io/metricscale/worker:" + strings.TrimSuffix(strings.TrimPrefix(filepath.Base(workerTar), "worker-"), ".tar")
 
+	// Pods reach the host's Redis on the host's address: the development
+	// Redis listens there too while the test runs (backends.SetPodAddress),
+	// and its Env names that address.
 	redis := queueBackendOf(t, "redis")
-	env := redis.Env(cluster.Dir)
-	_, port, err := net.SplitHostPort(env["METRICSCALE_REDIS_ADDR"])
+	host, err := backends.HostAddress()
 	if err != nil {
-		t.Fatalf("METRICSCALE_REDIS_ADDR %q: %v", env["METRICSCALE_REDIS_ADDR"], err)
+		t.Fatal(err)
 	}
-	// Pods reach the host's Redis on the real node's address.
-	addr := net.JoinHostPort(ic.nodeIP(t), port)
+	var startLog bytes.Buffer
+	if err := backends.SetPodAddress(cluster.Dir, host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var log bytes.Buffer
+		if err := backends.SetPodAddress(cluster.Dir, netip.Addr{}); err != nil {
+			t.Error(err)
+		} else if err := redis.Start(context.Background(), cluster.Dir, &log); err != nil {
+			t.Errorf("rebind Redis to 127.0.0.1 only: %v\n%s", err, log.String())
+		}
+	})
+	if err := redis.Start(ctx, cluster.Dir, &startLog); err != nil {
+		t.Fatalf("rebind Redis to %s: %v\n%s", host, err, startLog.String())
+	}
+	env := redis.Env(cluster.Dir)
+	addr := env["METRICSCALE_REDIS_ADDR"]
+	if h, _, err := net.SplitHostPort(addr); err != nil || h != host.String() {
+		t.Fatalf("METRICSCALE_REDIS_ADDR %q: want the host address %s (%v)", addr, host, err)
+	}
 	readFile := func(k string) []byte {
 		b, err := os.ReadFile(env[k])
 		if err != nil {
@@ -1114,22 +1129,6 @@ func (ic *installedChart) testWorkers(t *testing.T) {
 			t.Errorf("%s: the workers processed %d jobs, the test published %d", name, processed, jobs)
 		}
 	}
-}
-
-// nodeIP is the real node's InternalIP: where its pods reach the host.
-func (ic *installedChart) nodeIP(t *testing.T) string {
-	t.Helper()
-	n, err := cluster.Client.CoreV1().Nodes().Get(context.Background(), ic.node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			return a.Address
-		}
-	}
-	t.Fatalf("node %s has no InternalIP: %v", ic.node, n.Status.Addresses)
-	return ""
 }
 
 // createWorkers creates a Deployment of one worker pod consuming list key.
