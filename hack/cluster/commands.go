@@ -85,16 +85,8 @@ func (c *Cluster) Down(ctx context.Context) error {
 		c.logf("stopping the cluster in %s", c.Dir)
 		c.drainRealNode(ctx)
 		for i := len(names) - 1; i >= 0; i-- {
-			comp := c.component(names[i])
-			alive := c.Alive(names[i])
-			if alive && comp.BeforeStop != nil {
-				comp.BeforeStop(c, ctx)
-			}
-			if err := c.stop(names[i]); err != nil {
+			if err := c.stopComponent(ctx, names[i]); err != nil {
 				return err
-			}
-			if alive && comp.AfterStop != nil {
-				comp.AfterStop(c, ctx)
 			}
 		}
 	}
@@ -142,6 +134,22 @@ func (c *Cluster) Down(ctx context.Context) error {
 		c.logf("removed the state folder %s", c.Dir)
 	case anyAlive:
 		c.logf("cluster stopped (logs kept in %s; 'down --purge' removes %s)", filepath.Join(c.Dir, "logs"), c.Dir)
+	}
+	return nil
+}
+
+// stopComponent stops a component, with its clean-up before and after when it ran.
+func (c *Cluster) stopComponent(ctx context.Context, name string) error {
+	comp := c.component(name)
+	alive := c.Alive(name)
+	if alive && comp != nil && comp.BeforeStop != nil {
+		comp.BeforeStop(c, ctx)
+	}
+	if err := c.stop(name); err != nil {
+		return err
+	}
+	if alive && comp != nil && comp.AfterStop != nil {
+		comp.AfterStop(c, ctx)
 	}
 	return nil
 }

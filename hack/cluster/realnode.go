@@ -616,7 +616,9 @@ func (c *Cluster) drainRealNode(ctx context.Context) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		tasks, err := c.ctr(ctx, "tasks", "list", "--quiet")
-		mounts := mountsUnder(c.kubeletRoot())
+		// The kubelet bind-mounts its root onto itself (shared propagation): only the
+		// pods' mounts count.
+		mounts := mountsUnder(filepath.Join(c.kubeletRoot(), "pods"))
 		if err == nil && strings.TrimSpace(tasks) == "" && len(mounts) == 0 {
 			c.logf("    removed the pods of %s", RealNodeName)
 			return

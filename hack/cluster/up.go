@@ -150,14 +150,18 @@ func (c *Cluster) cleanUpFailedUp(ctx context.Context) {
 		} else {
 			c.warnf("up failed; stopping the components it started (logs stay in %s)", filepath.Join(c.Dir, "logs"))
 		}
+		// ctx may be the interrupted one: the stops get their own.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
 		for i := len(c.started) - 1; i >= 0; i-- {
-			if err := c.stop(c.started[i]); err != nil {
+			if err := c.stopComponent(stopCtx, c.started[i]); err != nil {
 				c.warnf("%v", err)
 			}
 		}
+		if c.RealNode {
+			c.cleanUpRealNode()
+		}
 		// The backends up started (their servers are not components: each backend stops its own).
-		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		for _, b := range c.backends(c.running) {
 			_ = b.Stop(stopCtx, c.Dir)
 		}
