@@ -103,6 +103,9 @@ func realNodeComponents() []*Component {
 	}, {
 		Name: "coredns", Ports: []int{CoreDNSPort, CoreDNSHealthPort, CoreDNSReadyPort}, Enabled: withRealNode, Binary: cached("coredns"),
 		Prepare: func(_ context.Context, c *Cluster) error {
+			if err := os.MkdirAll(filepath.Join(c.Dir, "coredns"), 0o755); err != nil {
+				return err
+			}
 			return writeFileAtomic(filepath.Join(c.Dir, "coredns", "Corefile"), []byte(c.corefile()), 0o644)
 		},
 		Args: func(c *Cluster) []string {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -542,5 +543,54 @@ func TestUnescapeMountPath(t *testing.T) {
 		if got := unescapeMountPath(in); got != want {
 			t.Errorf("%s: %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Each component's Prepare writes its files into a fresh state folder (nothing else makes
+// their folders first).
+func TestRealNodePrepareOnAFreshFolder(t *testing.T) {
+	t.Parallel()
+	o := DefaultOptions(filepath.Join(t.TempDir(), "state"))
+	o.RealNode = true
+	c := newTestCluster(t, true, o)
+	c.NodeIP = "192.0.2.9"
+	files := map[string]string{
+		"containerd": "containerd/config.toml", "kubelet": "kubelet/config.yaml",
+		"kube-proxy": "kube-proxy/config.yaml", "coredns": "coredns/Corefile",
+	}
+	for name, file := range files {
+		if err := c.component(name).Prepare(context.Background(), c); err != nil {
+			t.Fatalf("prepare %s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(c.Dir, file)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Every directive of the Corefile is a plugin that build/coredns compiles in (CoreDNS
+// refuses a directive it has no plugin for).
+func TestCorefilePluginsBuilt(t *testing.T) {
+	t.Parallel()
+	main, err := os.ReadFile(filepath.Join("build", "coredns", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, true, DefaultOptions("/d"))
+	c.NodeIP = "192.0.2.9"
+	n := 0
+	for _, l := range splitLines(c.corefile()) {
+		// The server block's directives are indented by four spaces; their options by more.
+		if !strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "     ") || strings.TrimSpace(l) == "}" {
+			continue
+		}
+		n++
+		directive := strings.Fields(l)[0]
+		if !strings.Contains(string(main), `"github.com/coredns/coredns/plugin/`+directive+`"`) {
+			t.Errorf("the Corefile uses %s, which build/coredns does not import", directive)
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d directives found in:\n%s", n, c.corefile())
 	}
 }
