@@ -745,7 +745,17 @@ func (ic *installedChart) waitReplaced(t *testing.T, before []corev1.Pod) {
 		old[p.Name] = true
 	}
 	Eventually(t, 4*time.Minute, 500*time.Millisecond, "two new Ready adapter pods", func(ctx context.Context) (bool, string, error) {
-		list, err := cluster.Client.CoreV1().Pods(ic.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(before[0].Labels).String()})
+		// The Deployment's selector: the pods' own labels name their
+		// ReplicaSet (pod-template-hash), which a rollout replaces.
+		d, err := cluster.Client.AppsV1().Deployments(ic.ns).Get(ctx, icAdapter, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return false, "", err
+		}
+		list, err := cluster.Client.CoreV1().Pods(ic.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return false, "", err
 		}
