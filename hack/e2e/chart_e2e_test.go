@@ -68,7 +68,7 @@ func TestHelmChart(t *testing.T) {
 		{"external metrics left to another adapter", []string{"adapter.apiServices.externalMetrics.v1beta1=false"}},
 		{"custom metrics left to another adapter", []string{"adapter.apiServices.customMetrics.v1beta1=false", "adapter.apiServices.customMetrics.v1beta2=false"}},
 		{"push off", []string{"adapter.push.enabled=false"}},
-		{"push token made by the chart", []string{"adapter.push.tokenSecret.create=true"}},
+		{"push token made by the user", []string{"adapter.push.tokenSecret.create=false"}},
 		{"selector resources", []string{"adapter.config.selectorResources={deployments.apps,namespaces}"}},
 		{"prometheus-adapter layout", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false"}},
 		{"chart conventions", []string{"commonLabels.team=platform", "networkPolicy.enabled=true", "autoscaler.podDisruptionBudget.enabled=true",
