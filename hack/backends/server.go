@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -298,29 +297,25 @@ func alive(pid int) bool {
 	return true
 }
 
-var inheritOnce sync.Once
-
-// closeInheritedFiles marks the descriptors this process inherited (beyond 0-2) close-on-
+// CloseInheritedFiles marks the descriptors this process inherited (beyond 0-2) close-on-
 // exec, so a server outlives us without holding what our caller holds open: the cluster
 // state folder's lock, or flock's /tmp/metricscale-cluster.lock. (Go opens its own files
-// close-on-exec already.)
-func closeInheritedFiles() {
-	inheritOnce.Do(func() {
-		entries, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			return
+// close-on-exec already.) Called before each start: a descriptor may arrive later (a test).
+func CloseInheritedFiles() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
 		}
-		for _, e := range entries {
-			if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-				syscall.CloseOnExec(fd)
-			}
-		}
-	})
+	}
 }
 
 // command is exec.Command with env added to ours and our inherited files kept from it.
 func command(ctx context.Context, env []string, name string, args ...string) *exec.Cmd {
-	closeInheritedFiles()
+	CloseInheritedFiles()
 	cmd := exec.CommandContext(ctx, name, args...)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -550,6 +551,42 @@ func TestBackendNames(t *testing.T) {
 		c.BackendNames = []string{all[0], all[0]}
 		if got, err := c.backendNames(); err != nil || !slices.Equal(got, all[:1]) {
 			t.Errorf("--backends %s,%s: %q, %v", all[0], all[0], got, err)
+		}
+	}
+}
+
+// A component must not keep what our caller holds open: flock's lock file was held by
+// the whole cluster, so every other `flock ... cluster.sh up` waited until `down`.
+func TestComponentsDoNotInheritDescriptors(t *testing.T) {
+	t.Parallel()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, false, DefaultOptions(""))
+	for _, d := range []string{"run", "logs"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock := filepath.Join(t.TempDir(), "inherited.lock")
+	fd, err := syscall.Open(lock, syscall.O_CREAT|syscall.O_RDWR, 0o644) // no O_CLOEXEC, as flock's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	p, err := c.spawn("holder", sleep, []string{"60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.stop("holder") }()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.pid, e.Name())); target == lock {
+			t.Errorf("the component holds the caller's %s open (fd %s)", lock, e.Name())
 		}
 	}
 }

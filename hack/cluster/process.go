@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/metricscale/metricscale/hack/backends"
 )
 
 // Process bookkeeping: run/NAME.pid holds two lines, the pid and the argv[0] the process
@@ -133,6 +135,9 @@ func (c *Cluster) spawn(name, binary string, args, env []string) (*proc, error) 
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	defer logf.Close()
+	// Components outlive us: without this they kept flock's lock on
+	// /tmp/metricscale-cluster.lock held for as long as the cluster ran.
+	backends.CloseInheritedFiles()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
