@@ -385,16 +385,7 @@ func TestShellQuote(t *testing.T) {
 // exit reasons up prints.
 func TestProcessBookkeeping(t *testing.T) {
 	t.Parallel()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newTestCluster(t, false, DefaultOptions(""))
-	for _, d := range []string{"run", "logs"} {
-		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, sleep := newSpawnCluster(t)
 	p, err := c.spawn("sleeper", sleep, []string{"60"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -559,16 +550,7 @@ func TestBackendNames(t *testing.T) {
 // the whole cluster, so every other `flock ... cluster.sh up` waited until `down`.
 func TestComponentsDoNotInheritDescriptors(t *testing.T) {
 	t.Parallel()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newTestCluster(t, false, DefaultOptions(""))
-	for _, d := range []string{"run", "logs"} {
-		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, sleep := newSpawnCluster(t)
 	lock := filepath.Join(t.TempDir(), "inherited.lock")
 	fd, err := syscall.Open(lock, syscall.O_CREAT|syscall.O_RDWR, 0o644) // no O_CLOEXEC, as flock's
 	if err != nil {
@@ -589,4 +571,21 @@ func TestComponentsDoNotInheritDescriptors(t *testing.T) {
 			t.Errorf("the component holds the caller's %s open (fd %s)", lock, e.Name())
 		}
 	}
+}
+
+// newSpawnCluster is a cluster whose state folder can hold pid files and logs, and the
+// path of sleep to spawn as a component.
+func newSpawnCluster(t *testing.T) (*Cluster, string) {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, false, DefaultOptions(""))
+	for _, d := range []string{"run", "logs"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, sleep
 }
