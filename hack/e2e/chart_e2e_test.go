@@ -38,18 +38,7 @@ func TestHelmChart(t *testing.T) {
 	render := func(t *testing.T, extra ...string) string {
 		t.Helper()
 		args := append([]string{"template", "--namespace", ns, "--name", "metricscale"}, extra...)
-		args = append(args, filepath.Join(cluster.RepoRoot, "manifests", "chart"))
-		cmd := exec.CommandContext(ctx, tool, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("hack/helm %s: %v: %s", strings.Join(args, " "), err, stderr.String())
-		}
-		f := filepath.Join(t.TempDir(), "render.yaml")
-		if err := os.WriteFile(f, stdout.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return helmTemplate(ctx, t, tool, args...)
 	}
 	caBundle := renderedSecret(t, render(t, "--set", "certs.mode=selfSigned"), "ca.crt")
 
@@ -287,4 +276,22 @@ func renderedConfig(t *testing.T, f string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// helmTemplate runs hack/helm's template with args on manifests/chart and returns the
+// file of its render.
+func helmTemplate(ctx context.Context, t *testing.T, tool string, args ...string) string {
+	t.Helper()
+	args = append(args, filepath.Join(cluster.RepoRoot, "manifests", "chart"))
+	cmd := exec.CommandContext(ctx, tool, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/helm %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	f := filepath.Join(t.TempDir(), "render.yaml")
+	if err := os.WriteFile(f, stdout.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -38,7 +38,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/autoscaler/recordclient"
-	"github.com/metricscale/metricscale/autoscaler/scenario"
 	"github.com/metricscale/metricscale/hack/backends"
 )
 
@@ -230,18 +229,7 @@ func (ic *installedChart) render(t *testing.T, extra ...string) string {
 	for _, v := range append(append([]string(nil), ic.values...), extra...) {
 		args = append(args, "--set", v)
 	}
-	args = append(args, filepath.Join(cluster.RepoRoot, "manifests", "chart"))
-	cmd := exec.Command(ic.tool, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/helm %s: %v: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	f := filepath.Join(t.TempDir(), "render.yaml")
-	if err := os.WriteFile(f, stdout.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return helmTemplate(context.Background(), t, ic.tool, args...)
 }
 
 // apply renders with extra values, applies the render and waits for both
@@ -883,23 +871,7 @@ func (ic *installedChart) testLeaderDeletedAndRecord(t *testing.T) {
 	if len(recorded) < 5 || recorded[len(recorded)-1].Replicas != 1 {
 		t.Fatalf("%d reconciles recorded, want the new leader's (at least 5, ending at 1 replica)", len(recorded))
 	}
-	out, stderr, code := runAutoscaler(t, "simulate", "-f", file)
-	if code != 0 {
-		t.Fatalf("autoscaler simulate exited %d: %s", code, stderr)
-	}
-	replayed, err := scenario.ReadResults([]byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replayed) != len(recorded) {
-		t.Fatalf("the replay has %d steps, the recording %d", len(replayed), len(recorded))
-	}
-	for i, r := range recorded {
-		if got := replayed[i]; got.Replicas != r.Replicas || got.Rescaled != r.Rescaled || got.Status.DesiredReplicas != r.DesiredReplicas {
-			t.Errorf("step %d: replayed %d replicas (rescaled %v, desired %d), recorded %d (rescaled %v, desired %d)",
-				i, got.Replicas, got.Rescaled, got.Status.DesiredReplicas, r.Replicas, r.Rescaled, r.DesiredReplicas)
-		}
-	}
+	replaySameDecisions(t, file, recorded)
 	t.Logf("installedchart: autoscaler simulate replayed the %d recorded reconciles to the same decisions", len(recorded))
 }
 

@@ -158,24 +158,7 @@ func TestRecordReplay(t *testing.T) {
 	}
 
 	// `autoscaler simulate` on the file makes every recorded decision.
-	out, stderr, code := runAutoscaler(t, "simulate", "-f", file)
-	if code != 0 {
-		t.Fatalf("autoscaler simulate exited %d: %s", code, stderr)
-	}
-	replayed, err := scenario.ReadResults([]byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replayed) != len(recorded) {
-		t.Fatalf("the replay has %d steps, the recording %d", len(replayed), len(recorded))
-	}
-	for i, r := range recorded {
-		got := replayed[i]
-		if got.Replicas != r.Replicas || got.Rescaled != r.Rescaled || got.Status.DesiredReplicas != r.DesiredReplicas {
-			t.Errorf("step %d (%s): replayed %d replicas (rescaled %v, desired %d), recorded %d (rescaled %v, desired %d)",
-				i, r.At, got.Replicas, got.Rescaled, got.Status.DesiredReplicas, r.Replicas, r.Rescaled, r.DesiredReplicas)
-		}
-	}
+	replaySameDecisions(t, file, recorded)
 	t.Logf("%d recorded reconciles replayed to the same replicas and desired count (%d rescales)", len(recorded), len(sizes))
 
 	explained, stderr, code := runAutoscaler(t, "simulate", "-f", file, "-o", "table", "--explain")
@@ -293,4 +276,28 @@ func anonymousGet(t *testing.T, path string) (int, string) {
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, fmt.Sprint(strings.TrimSpace(b.String()))
+}
+
+// replaySameDecisions runs `autoscaler simulate` on a recording and checks that every
+// recorded reconcile replays to the same replicas, rescale and desired count.
+func replaySameDecisions(t *testing.T, file string, recorded []record.Decision) {
+	t.Helper()
+	out, stderr, code := runAutoscaler(t, "simulate", "-f", file)
+	if code != 0 {
+		t.Fatalf("autoscaler simulate exited %d: %s", code, stderr)
+	}
+	replayed, err := scenario.ReadResults([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replayed) != len(recorded) {
+		t.Fatalf("the replay has %d steps, the recording %d", len(replayed), len(recorded))
+	}
+	for i, r := range recorded {
+		got := replayed[i]
+		if got.Replicas != r.Replicas || got.Rescaled != r.Rescaled || got.Status.DesiredReplicas != r.DesiredReplicas {
+			t.Errorf("step %d (%s): replayed %d replicas (rescaled %v, desired %d), recorded %d (rescaled %v, desired %d)",
+				i, r.At, got.Replicas, got.Rescaled, got.Status.DesiredReplicas, r.Replicas, r.Rescaled, r.DesiredReplicas)
+		}
+	}
 }
