@@ -97,6 +97,7 @@ type installedChart struct {
 	files  []string // values files (-f), after the --set values
 	last   string
 	token  string
+	dir    string // the whole test's files: a subtest's TempDir goes when it ends
 }
 
 // needRealNode returns the real node's name, failing when the cluster runs
@@ -120,7 +121,7 @@ func needRealNode(t *testing.T) string {
 
 func newInstalledChart(t *testing.T, node string) *installedChart {
 	t.Helper()
-	ic := &installedChart{node: node, tool: buildChartTool(t)}
+	ic := &installedChart{node: node, tool: buildChartTool(t), dir: t.TempDir()}
 	ic.images = buildImages(t)
 	start := time.Now()
 	if out, _, err := cluster.script(context.Background(), nil, append([]string{"load-images"}, ic.images...)...); err != nil {
@@ -1021,7 +1022,7 @@ func (ic *installedChart) testWorkers(t *testing.T) {
 			"secretName": secret.Name, "items": []any{map[string]any{"key": "password", "path": "password"}}}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "redis", "mountPath": "/etc/metricscale/redis", "readOnly": true}},
 	}}
-	vf := filepath.Join(t.TempDir(), "redis-values.yaml")
+	vf := filepath.Join(ic.dir, "redis-values.yaml")
 	data, err := yaml.Marshal(values)
 	if err != nil {
 		t.Fatal(err)
@@ -1100,7 +1101,14 @@ func (ic *installedChart) testWorkers(t *testing.T) {
 	})
 	for kind := range keys {
 		name := kind + "-workers"
-		processed := ic.workersProcessed(t, name)
+		// An empty list is not the end of the work: the last jobs taken are still
+		// being processed; wait for the counters a little, then compare.
+		processed := 0
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			if processed = ic.workersProcessed(t, name); processed >= jobs || time.Now().After(deadline) {
+				break
+			}
+		}
 		by := map[string]string{"hpa": "kube-controller-manager's HPA", "ma": "the chart's autoscaler (MetricAutoscaler)"}[kind]
 		t.Logf("installedchart: workers: %s scaled %s 1 -> %d (max %d) on its list's depth; %d jobs drained in %s; the workers' counters sum to %d",
 			by, name, peak[kind], maxPods, jobs, drained[kind].Round(100*time.Millisecond), processed)
