@@ -230,7 +230,16 @@ func (ic *installedChart) render(t *testing.T, extra ...string) string {
 	for _, v := range append(append([]string(nil), ic.values...), extra...) {
 		args = append(args, "--set", v)
 	}
-	return helmTemplate(context.Background(), t, ic.tool, args...)
+	// Kept in ic.dir: the clean-up reads the last render after the subtest that made it.
+	f, err := os.CreateTemp(ic.dir, "render-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if err := os.Rename(helmTemplate(context.Background(), t, ic.tool, args...), f.Name()); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
 }
 
 // apply renders with extra values, applies the render and waits for both
