@@ -595,14 +595,15 @@ func (r *reloader) watch(ctx context.Context) {
 				events = nil
 				continue
 			}
+			if ev.Op != fsnotify.Chmod {
+				klog.V(4).InfoS("Config directory event", "name", ev.Name, "op", ev.Op.String())
+				debounce.Reset(r.debounce)
+			}
+			// Counted once acted on: a test that saw the count may step the clock
+			// (counted before the Reset, a burst was split in two reloads).
 			r.eventsMu.Lock()
 			r.watchEvents[filepath.Base(ev.Name)]++
 			r.eventsMu.Unlock()
-			if ev.Op == fsnotify.Chmod {
-				continue
-			}
-			klog.V(4).InfoS("Config directory event", "name", ev.Name, "op", ev.Op.String())
-			debounce.Reset(r.debounce)
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil

@@ -27,6 +27,16 @@ const podAddressFile = "backends-pod-address"
 // the others stay on 127.0.0.1 and their Env does not change.
 var PodAddressBackends = []string{"redis"}
 
+// PodBackend is the backend real worker pods use unless told otherwise: the first that
+// listens where pods reach it.
+func PodBackend() string { return PodAddressBackends[0] }
+
+// NamedQueues is a Backend whose OpenQueue takes the name of the queue from a variable
+// of its env (QueueNameVar), so that each worker Deployment may have a queue of its own.
+type NamedQueues interface {
+	QueueNameVar() string
+}
+
 // SetPodAddress makes the backends of the state folder dir also listen on addr (besides
 // 127.0.0.1) from their next Start — a running server is rebound — and their Env name
 // it. The zero Addr turns it off.

@@ -286,6 +286,9 @@ func (redisBackend) Queue() QueueInfo {
 	return QueueInfo{Metric: "redis_e2e_jobs_length", Selector: map[string]string{"key": redisKey}}
 }
 
+// QueueNameVar: a worker may consume a list of its own (see NamedQueues).
+func (redisBackend) QueueNameVar() string { return "METRICSCALE_REDIS_QUEUE" }
+
 // redisQueue is a list, e2e-jobs unless METRICSCALE_REDIS_QUEUE names another: producers
 // RPUSH, workers LPOP from the other end.
 type redisQueue struct {

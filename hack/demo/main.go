@@ -52,6 +52,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/plot"
+	"github.com/metricscale/metricscale/hack/backends"
 	"github.com/metricscale/metricscale/hack/cluster"
 )
 
@@ -104,7 +105,7 @@ func main() {
 	out := flag.String("out", "_output", "folder for the timeline plot")
 	summaryFile := flag.String("summary-json", "", "also write the summary as JSON to this file")
 	backendName := flag.String("backend", "", "run the queue in this broker of the local cluster ("+strings.Join(backendNames(), ", ")+"); default: push the depth of a modelled queue")
-	realNode := flag.Bool("real-node", false, "real worker pods on the local cluster's real node (hack/cluster.sh up --real-node), consuming from the broker (--backend, default redis)")
+	realNode := flag.Bool("real-node", false, "real worker pods on the local cluster's real node (hack/cluster.sh up --real-node), consuming from the broker (--backend, default "+backends.PodBackend()+")")
 	workerImage := flag.String("worker-image", "_output/images/worker-v0.1.0.tar", "with --real-node: the worker image's archive (make images)")
 	workerRef := flag.String("worker-ref", "ghcr.io/metricscale/worker:v0.1.0", "with --real-node: the worker image's name in that archive")
 	flag.Parse()
@@ -112,7 +113,7 @@ func main() {
 	if *realNode {
 		real = &realWorkers{archive: *workerImage, ref: *workerRef}
 		if *backendName == "" {
-			*backendName = "redis"
+			*backendName = backends.PodBackend()
 		}
 	}
 

@@ -83,8 +83,8 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, bool, error)
 	var c config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.backend, "backend", "redis", "queue backend: "+strings.Join(backends.Names(), ", ")+"; its address and credentials come from its METRICSCALE_<BACKEND>_* variables")
-	fs.StringVar(&c.queue, "queue", "", "the queue to consume (redis only: the list's key; default the backend's e2e queue, e2e-jobs)")
+	fs.StringVar(&c.backend, "backend", backends.PodBackend(), "queue backend: "+strings.Join(backends.Names(), ", ")+"; its address and credentials come from its METRICSCALE_<BACKEND>_* variables")
+	fs.StringVar(&c.queue, "queue", "", "the queue to consume, on a backend with named queues (a list's key); default the backend's e2e queue")
 	fs.DurationVar(&c.jobTime, "job-time", 200*time.Millisecond, "processing time of one job")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "jobs processed at the same time")
 	fs.StringVar(&c.listen, "listen", ":8080", "address of /metrics, /healthz and /readyz")
@@ -128,7 +128,8 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, bool, error)
 	case c.backoff.min <= 0 || c.backoff.max < c.backoff.min:
 		return c, false, fmt.Errorf("--retry-min %s, --retry-max %s: want 0 < min <= max", c.backoff.min, c.backoff.max)
 	}
-	if _, err := backends.Lookup(c.backend); err != nil {
+	b, err := backends.Lookup(c.backend)
+	if err != nil {
 		return c, false, fmt.Errorf("--backend: %w", err)
 	}
 	prefix := "METRICSCALE_" + strings.ToUpper(c.backend) + "_"
@@ -139,11 +140,11 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, bool, error)
 		}
 	}
 	if c.queue != "" {
-		// Only the Redis queue's name is configurable (backends.redisQueue reads it).
-		if c.backend != "redis" {
-			return c, false, fmt.Errorf("--queue: the %s backend has one queue; only redis takes a queue name", c.backend)
+		named, ok := b.(backends.NamedQueues)
+		if !ok {
+			return c, false, fmt.Errorf("--queue: the %s backend has one queue; it takes no queue name", c.backend)
 		}
-		c.env["METRICSCALE_REDIS_QUEUE"] = c.queue
+		c.env[named.QueueNameVar()] = c.queue
 	}
 	return c, false, nil
 }

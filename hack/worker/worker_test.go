@@ -291,7 +291,7 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("backend env %v, want %v", c.env, want)
 				}
 			}, ""},
-		{"queue name on a backend without", []string{"--backend", "nats", "--queue", "x"}, nil, nil, "only redis takes a queue name"},
+		{"queue name on a backend without", []string{"--backend", "nats", "--queue", "x"}, nil, nil, "it takes no queue name"},
 		{"unknown backend", []string{"--backend", "sqs"}, nil, nil, `unknown queue backend "sqs"`},
 		{"bad variable", nil, []string{"METRICSCALE_WORKER_CONCURRENCY=many"}, nil, "METRICSCALE_WORKER_CONCURRENCY=\"many\""},
 		{"zero concurrency", []string{"--concurrency", "0"}, nil, nil, "--concurrency 0"},
