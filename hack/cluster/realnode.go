@@ -596,12 +596,14 @@ func (c *Cluster) LoadImages(ctx context.Context, tarPaths ...string) error {
 }
 
 // importedNames reads the image names of ctr images import's output: a line
-// "NAME<tab>saved" per image, then its manifest and progress lines.
+// "NAME<tab>saved" per image, then its manifest and progress lines. Its progress
+// display may redraw a name with a blank in it (once in CI: "metricscale.local/e2e
+// probe:…" for e2e-probe), so a line ending in "saved" counts whatever precedes it.
 func importedNames(out string) []string {
 	var names []string
 	for _, l := range splitLines(out) {
-		if f := strings.Fields(l); len(f) == 2 && f[1] == "saved" {
-			names = append(names, f[0])
+		if f := strings.Fields(l); len(f) >= 2 && f[len(f)-1] == "saved" {
+			names = append(names, strings.Join(f[:len(f)-1], " "))
 		}
 	}
 	return names
