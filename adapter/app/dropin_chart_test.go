@@ -3,7 +3,6 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
@@ -141,24 +139,8 @@ func TestPrometheusCommunityChartArgs(t *testing.T) {
 
 			// The external rule: rabbitmq_queue_messages_ready as rabbitmq_queue_messages_ready.
 			path := "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/rabbitmq_queue_messages_ready?labelSelector=queue%3Dorders"
+			list, body := externalAfterRelist(ctx, t, hpa, path)
 			var code int
-			var body []byte
-			for range 50 { // the first relist runs in the background
-				if code, body, err = hpa.Get(ctx, path); err != nil {
-					t.Fatal(err)
-				}
-				if code == 200 {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if code != 200 {
-				t.Fatalf("GET %s: %d %s", path, code, body)
-			}
-			var list v1beta1.ExternalMetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				t.Fatal(err)
-			}
 			if len(list.Items) != 1 || list.Items[0].Value.Value() != 42 {
 				t.Errorf("answer = %s, want one item of value 42", body)
 			}

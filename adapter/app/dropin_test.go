@@ -86,24 +86,8 @@ externalRules:
 	hpa := a.NewClient(a.SecurePort, testenv.HPAToken, nil)
 	path := "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_messages_ready?labelSelector=queue%3Dorders"
 
+	list, body := externalAfterRelist(ctx, t, hpa, path)
 	var code int
-	var body []byte
-	for range 50 { // the first relist runs in the background
-		if code, body, err = hpa.Get(ctx, path); err != nil {
-			t.Fatal(err)
-		}
-		if code == 200 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if code != 200 {
-		t.Fatalf("GET %s: %d %s", path, code, body)
-	}
-	var list v1beta1.ExternalMetricValueList
-	if err := json.Unmarshal(body, &list); err != nil {
-		t.Fatal(err)
-	}
 	if len(list.Items) != 1 || list.Items[0].Value.Value() != 42 || list.Items[0].MetricLabels["queue"] != "orders" {
 		t.Errorf("answer = %s, want one item queue=orders value 42", body)
 	}
@@ -126,4 +110,30 @@ externalRules:
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the 503 took %s", d)
 	}
+}
+
+// externalAfterRelist reads an External metric list (and its body), retrying for up to 5 s while the
+// adapter's first relist runs in the background.
+func externalAfterRelist(ctx context.Context, t *testing.T, hpa *testenv.Client, path string) (v1beta1.ExternalMetricValueList, []byte) {
+	t.Helper()
+	var code int
+	var body []byte
+	var err error
+	for range 50 {
+		if code, body, err = hpa.Get(ctx, path); err != nil {
+			t.Fatal(err)
+		}
+		if code == 200 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", path, code, body)
+	}
+	var list v1beta1.ExternalMetricValueList
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list, body
 }
