@@ -336,16 +336,41 @@ func refreshGauges(ctx context.Context, reg *registry.Registry) {
 }
 
 // serve starts the push endpoint, if on, and the API server, and returns
-// when either stops (cancelling the other).
+// when either stops (cancelling the other). When ctx ends, the replica
+// stops in order: push endpoint, then the hand-over of its store to the
+// peers (push.Replicator.Flush, bounded by flushTimeout), then reads: a
+// reader that moves to another replica finds what this one served.
 func (o *Options) serve(ctx context.Context, cancel context.CancelFunc, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator) error {
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	replCtx, stopRepl := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRepl()
 	pushErr := make(chan error, 1)
+	pushStopped := make(chan struct{})
 	if o.pushEnabled() {
-		if err := o.startPush(ctx, reg, hub, token, repl, pushErr); err != nil {
+		if err := o.startPush(ctx, replCtx, reg, hub, token, repl, pushErr, pushStopped); err != nil {
 			return err
 		}
+	} else {
+		close(pushStopped)
 	}
+	go func() {
+		<-ctx.Done()
+		<-pushStopped
+		if repl != nil {
+			fctx, done := context.WithTimeout(context.Background(), flushTimeout)
+			if err := repl.Flush(fctx); err != nil {
+				klog.ErrorS(err, "Stopping with pushes not yet stored by every peer")
+			} else {
+				klog.InfoS("Every push taken is stored by the peers; stopping reads")
+			}
+			done()
+		}
+		stopRepl()
+		stopAPI()
+	}()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- o.AdapterBase.Run(ctx) }()
+	go func() { serveErr <- o.AdapterBase.Run(apiCtx) }()
 	klog.InfoS("Adapter started", "providers", len(reg.Instances()), "securePort", o.CustomMetricsAdapterServerOptions.SecureServing.BindPort, "push", o.pushEnabled(), "changeFeed", hub != nil)
 	select {
 	case err := <-serveErr:
@@ -374,9 +399,13 @@ func providersReady(ctx context.Context, reg *registry.Registry) error {
 	return errors.Join(errs...)
 }
 
-// startPush listens on the push address and serves until ctx is done;
-// serving errors go to errc.
-func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator, errc chan<- error) error {
+// flushTimeout bounds a stopping replica's wait for its forwards.
+const flushTimeout = 5 * time.Second
+
+// startPush listens on the push address and serves until ctx is done,
+// then closes stopped; serving errors go to errc. The replicator runs
+// until replCtx is done.
+func (o *Options) startPush(ctx, replCtx context.Context, reg *registry.Registry, hub *changehub.Hub, token string, repl *push.Replicator, errc chan<- error, stopped chan<- struct{}) error {
 	h, err := push.NewHandler(reg, token, o.PushMaxBodyBytes)
 	if err != nil {
 		return err
@@ -433,10 +462,11 @@ func (o *Options) startPush(ctx context.Context, reg *registry.Registry, hub *ch
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		close(stopped)
 	}()
 	klog.InfoS("Push endpoint listening", "address", ln.Addr().String(), "tls", tlsOn)
 	if repl != nil {
-		repl.Start(ctx) // once listening: it recognises itself in the peer list
+		repl.Start(replCtx) // once listening: it recognises itself in the peer list
 	}
 	return nil
 }

@@ -298,6 +298,50 @@ func (r *Replicator) checkWaitersLocked() {
 	}
 }
 
+// Flush hands this replica's state over before it stops: every peer not
+// found down gets a full copy of the store (which holds the pushes taken
+// here and the values forwarded from other peers) and every push queued so
+// far; Flush returns when they have, or when ctx ends. A stopping replica
+// flushes after its push endpoint has closed and before it stops serving
+// reads: the replica its readers move to then already serves every value
+// this one served.
+func (r *Replicator) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	target := r.seq
+	gens := map[*peer]uint64{}
+	for _, p := range r.byAddr {
+		if !p.self {
+			p.fullGen++
+			gens[p] = p.fullGen
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	r.mu.Unlock()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		done := true
+		for p, gen := range gens {
+			if !p.self && !p.down && (p.fullDone < gen || p.acked < target) {
+				done = false
+			}
+		}
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("handing the pushed series over to the peers: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
 func (r *Replicator) storedEverywhereLocked(seq uint64) bool {
 	for _, p := range r.byAddr {
 		if !p.self && !p.down && p.acked < seq {

@@ -569,3 +569,74 @@ func TestHoldCoversForwarding(t *testing.T) {
 		t.Errorf("a push from a peer took a hold (%d holds, want 2)", hs)
 	}
 }
+
+// TestFlushWaitsForInFlightForwards: a stopping replica's last pushes reach
+// the peers before it stops serving reads (issue 27: a reader that moved to
+// the other replica read 183 after 184).
+func TestFlushWaitsForInFlightForwards(t *testing.T) {
+	t.Parallel()
+	a, b := newReplica(t), newReplica(t)
+	slow, err := replicationtest.NewProxy(b.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	a.peers.set(slow.Addr())
+	a.start()
+	eventually(t, "A met B", func() bool { return a.delivered(slow.Addr()) })
+	slow.Set(replicationtest.Faults{Delay: 300 * time.Millisecond})
+	a.push("q 7\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.r.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got, ok := values(b.store)["q map[]"]; !ok || got != 7 {
+		t.Errorf("after A's Flush, B serves %v (present %v), want 7", got, ok)
+	}
+}
+
+// TestFlushIsBounded: a hung peer holds a flush only until its context ends.
+func TestFlushIsBounded(t *testing.T) {
+	t.Parallel()
+	a, b := newReplica(t), newReplica(t)
+	px, err := replicationtest.NewProxy(b.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	a.peers.set(px.Addr())
+	a.start()
+	eventually(t, "A met B", func() bool { return a.delivered(px.Addr()) })
+	px.Set(replicationtest.Faults{Hang: true})
+	a.push("q 1\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := a.r.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Flush with a hung peer: %v, want the context's deadline", err)
+	}
+}
+
+// TestFlushHandsOverForwardedValues: a value this replica received from a
+// third replica and served reaches the others before Flush returns, even
+// if the third replica's own forward to them is slow.
+func TestFlushHandsOverForwardedValues(t *testing.T) {
+	t.Parallel()
+	a, b := newReplica(t), newReplica(t)
+	a.peers.set(b.addr())
+	a.start()
+	eventually(t, "A met B", func() bool { return a.delivered(b.addr()) })
+	// As a forward from a third replica: stored at A, queued to nobody.
+	s := []providers.Sample{{Name: "q", Value: 9, Timestamp: time.Now(), Accepted: time.Now().UnixNano(), Origin: 12345}}
+	if err := a.store.Append(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.r.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got, ok := values(b.store)["q map[]"]; !ok || got != 9 {
+		t.Errorf("after A's Flush, B serves %v (present %v), want 9", got, ok)
+	}
+}
