@@ -161,6 +161,19 @@ var conventions = []struct {
 				t.Errorf("autoscaler ingress %+v: want 8080", a.Spec.Ingress)
 			}
 		}},
+	{"adapter.sessionAffinity", Options{}, func(t *testing.T, objs map[string]object) {
+		if got := as[corev1.Service](t, objs, "Service/metricscale/metricscale-adapter").Spec.SessionAffinity; got != corev1.ServiceAffinityClientIP {
+			t.Errorf("default aggregated API Service affinity %q, want ClientIP (reads stay on one replica)", got)
+		}
+		if got := as[corev1.Service](t, objs, "Service/metricscale/metricscale-adapter-push").Spec.SessionAffinity; got == corev1.ServiceAffinityClientIP {
+			t.Errorf("push Service affinity %q: pushes should spread over the replicas", got)
+		}
+	}},
+	{"adapter.sessionAffinity=None", Options{Set: []string{"adapter.sessionAffinity=None"}}, func(t *testing.T, objs map[string]object) {
+		if got := as[corev1.Service](t, objs, "Service/metricscale/metricscale-adapter").Spec.SessionAffinity; got != corev1.ServiceAffinityNone {
+			t.Errorf("aggregated API Service affinity %q, want None", got)
+		}
+	}},
 }
 
 // subjects returns a binding's subjects.

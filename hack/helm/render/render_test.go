@@ -557,6 +557,7 @@ func TestInvalidValues(t *testing.T) {
 		{"quota without a priority class", []string{"adapter.priorityClassResourceQuota.enabled=true", "adapter.priorityClassName="}, "adapter.priorityClassName is required"},
 		{"misspelt rules key", []string{"rules.defaults=true"}, "'defaults' not allowed"},
 		{"bad relist interval", []string{"metricsRelistInterval=1 minute"}, "/metricsRelistInterval"},
+		{"bad session affinity", []string{"adapter.sessionAffinity=Cookie"}, "/adapter/sessionAffinity"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
