@@ -15,7 +15,10 @@
 //     never replaced by an older value;
 //   - a read bounded by the query's context, or by Options.Timeout when the
 //     context has none, so a hung backend costs one goroutine for at most
-//     that long.
+//     that long;
+//   - with a change sink (Options.Changes, the adapter's change feed), the
+//     metrics queried while the feed has subscribers read in the background
+//     every Feed.Interval and their changes published (feed.go).
 package ondemand
 
 import (
