@@ -53,7 +53,8 @@ func checkReactions(t *testing.T, what string, lat []time.Duration) {
 }
 
 // TestChangeFeedFlips is the issue's measurement of a pushed metric: it
-// flips between 20 and 5 twenty times, about ten times per sync period
+// flips between 20 and 5 fifty times (the issue flipped it ten times a
+// run, and asks for at least 50 changes), about ten times per sync period
 // (each flip a random 0–1.5s after the last one applied), so that flips
 // land within the feed's minimum interval (1s) of one another and the
 // object's periodic reconcile falls among them. Before the fix one flip in
@@ -63,7 +64,7 @@ func checkReactions(t *testing.T, what string, lat []time.Duration) {
 func TestChangeFeedFlips(t *testing.T) {
 	needAutoscaler(t)
 	const (
-		flips     = 20
+		flips     = 50
 		low, high = 5, 20 // 1 and 2 workers at 10 per worker
 	)
 	ns := cluster.CreateNamespace(t, "flips")
@@ -102,7 +103,7 @@ func TestRedisChangeFeed(t *testing.T) {
 	ctx := context.Background()
 	b := queueBackendOf(t, "redis")
 	const (
-		trials = 12
+		trials = 50
 		burst  = 50 // 5 workers at 10 per worker
 	)
 	ns := cluster.CreateNamespace(t, "redisfeed")
@@ -137,7 +138,7 @@ func TestRedisChangeFeed(t *testing.T) {
 			want = "1"
 		}
 		// a random phase against the period and the polls
-		time.Sleep(time.Second + rand.N(2*time.Second))
+		time.Sleep(500*time.Millisecond + rand.N(1500*time.Millisecond))
 		enqueued := autoscalerCounter(t, `metricscale_autoscaler_change_feed_enqueues_total{reason="change"}`)
 		start := time.Now()
 		if want == "5" {
