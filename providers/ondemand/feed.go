@@ -87,7 +87,7 @@ var (
 	}, []string{"provider"})
 	feedPollCapReached = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_poll_cap_reached_total",
-		Help:           "Queried metrics a provider did not poll for the change feed because it polled feedMaxPolledMetrics already, by provider: their autoscalers react at their sync period.",
+		Help:           "Queries of a metric a provider did not start polling for the change feed because it polled feedMaxPolledMetrics already, by provider: that metric's autoscalers react at their sync period.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider"})
 	feedPollReads = metrics.NewCounterVec(&metrics.CounterOpts{
