@@ -57,10 +57,11 @@ func checkReactions(t *testing.T, what string, lat []time.Duration) {
 // run, and asks for at least 50 changes), about ten times per sync period
 // (each flip a random 0–1.5s after the last one applied), so that flips
 // land within the feed's minimum interval (1s) of one another and the
-// object's periodic reconcile falls among them. Before the fix one flip in
-// ten waited for the next period: the periodic reconcile took the place of
-// the one the feed had asked for at the end of its interval, and a flip
-// after it was taken as covered.
+// object's periodic reconcile falls among them: what made one flip in ten
+// wait for the next period in the runs (the periodic reconcile took
+// the place of the one the feed had asked for at the end of its interval,
+// and a flip after it was taken as covered; autoscaler/controller's
+// TestChangeFeedChangeAfterAnEarlierReconcile).
 func TestChangeFeedFlips(t *testing.T) {
 	needAutoscaler(t)
 	const (
