@@ -28,3 +28,11 @@ type Change struct {
 type ChangeSink interface {
 	Publish(c Change)
 }
+
+// ChangeAudience is implemented by a ChangeSink that knows whether anyone
+// listens (the adapter's change hub): providers that must work to find
+// changes (polling a backend) do it only while someone does.
+type ChangeAudience interface {
+	// Subscribers is the number of listeners now.
+	Subscribers() int
+}

@@ -68,7 +68,10 @@ type change struct {
 	seriesKey string // the sorted labels
 }
 
-var _ providers.ChangeSink = (*Hub)(nil)
+var (
+	_ providers.ChangeSink     = (*Hub)(nil)
+	_ providers.ChangeAudience = (*Hub)(nil) // the polled providers poll while someone listens
+)
 
 // New returns a hub without subscribers.
 func New(o Options) *Hub {

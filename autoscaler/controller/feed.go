@@ -241,8 +241,14 @@ func (f *ChangeFeed) enqueue(key string) {
 	last, ok := f.last[key]
 	switch {
 	case ok && last.After(now):
-		// Already queued for the end of the interval: that reconcile
-		// reads this change too.
+		// Asked for at the end of the interval already. Ask again: the
+		// queue keeps the earlier of a key's two times, so the reconcile
+		// asked for may have come earlier (the object's periodic one, due
+		// within the interval), before this change, and none would come
+		// after it until the next period. A key still waiting for the end
+		// of the interval (or for an earlier time) keeps it: nothing more
+		// is queued.
+		f.c.queue.AddAfter(key, last.Sub(now))
 	case ok && now.Sub(last) < f.minInterval:
 		next := last.Add(f.minInterval)
 		f.last[key] = next

@@ -294,3 +294,87 @@ func TestChangeFeedSharesSelectors(t *testing.T) { // not parallel: it swaps the
 		t.Errorf("%s matches wrongly", c1)
 	}
 }
+
+// heldQueue is the controller's queue with its delays in the test's hands:
+// AddAfter keeps, per key, the earliest of the times asked, as the
+// workqueue's delaying queue does, and release moves the keys due at the
+// clock's time into the queue. No goroutine moves them: the interleaving
+// is the test's.
+type heldQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	clk     *clocktesting.FakeClock
+	waiting map[string]time.Time
+}
+
+func (q *heldQueue) AddAfter(key string, d time.Duration) {
+	if d <= 0 {
+		q.Add(key)
+		return
+	}
+	at := q.clk.Now().Add(d)
+	if w, ok := q.waiting[key]; ok && !w.After(at) {
+		return
+	}
+	q.waiting[key] = at
+}
+
+func (q *heldQueue) release() {
+	for key, at := range q.waiting {
+		if !at.After(q.clk.Now()) {
+			delete(q.waiting, key)
+			q.Add(key)
+		}
+	}
+}
+
+// TestChangeFeedChangeAfterAnEarlierReconcile is issue 29's missed change:
+// a change within the minimum interval asks for a reconcile at its end, but
+// the queue keeps the earlier of a key's times, so the object's periodic
+// reconcile, due within the interval, comes instead. A third change after
+// that reconcile and before the end of the interval was taken as covered
+// by the reconcile at the end of the interval, which never came: it waited
+// for the next period (one flip in ten, 14s instead of 0.15s).
+func TestChangeFeedChangeAfterAnEarlierReconcile(t *testing.T) {
+	t.Parallel()
+	const period = 15 * time.Second
+	clk := clocktesting.NewFakeClock(t0)
+	real := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk})
+	t.Cleanup(real.ShutDown)
+	q := &heldQueue{TypedRateLimitingInterface: real, clk: clk, waiting: map[string]time.Time{}}
+	c := &Controller{queue: q, clock: clk}
+	f := newChangeFeed(c, time.Second)
+	f.index(kindMA, ma("shop", "w", external("depth", nil)))
+	const key = "MetricAutoscaler/shop/w"
+	ev := &changefeed.Event{Type: changefeed.TypeChange, Name: "depth", All: true}
+	// reconcile is one pass of a worker (next): the key out of the queue,
+	// its metrics read, and the requeue at its sync period.
+	reconcile := func(when string) {
+		t.Helper()
+		if got := drain(c); !slices.Equal(got, []string{key}) {
+			t.Fatalf("%s: queued %q, want the object", when, got)
+		}
+		c.queue.AddAfter(key, period)
+	}
+
+	q.AddAfter(key, 700*time.Millisecond) // the periodic reconcile, due at 0.7s
+	f.Changed(ev)                         // 0s: change 1, queued at once
+	reconcile("change 1")
+	clk.Step(500 * time.Millisecond)
+	f.Changed(ev) // 0.5s: change 2, within the interval: asks for 1s
+	q.release()
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("change 2 queued the object at once, within the minimum interval")
+	}
+	clk.Step(200 * time.Millisecond) // 0.7s: the periodic reconcile reads change 2
+	q.release()
+	reconcile("the periodic reconcile")
+	clk.Step(100 * time.Millisecond)
+	f.Changed(ev)                    // 0.8s: change 3, after that read
+	clk.Step(300 * time.Millisecond) // 1.1s: past the interval
+	q.release()
+	if got := drain(c); !slices.Equal(got, []string{key}) {
+		t.Fatalf("past the interval after change 3: queued %q, want the object (else it waits for the next period, due at %s)",
+			got, q.waiting[key].Sub(t0))
+	}
+}

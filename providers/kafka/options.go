@@ -30,6 +30,9 @@ type Options struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the served metrics, one consumer group each.
 	Metrics []MetricOptions `json:"metrics"`
+	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
+	// change feed's subscribers read are polled.
+	ondemand.FeedOptions
 }
 
 // SASLOptions are the SASL credentials.
@@ -155,6 +158,7 @@ func (o *Options) validate(field string) error {
 		s.Password.Validate(f+".password", &errs)
 	}
 	o.TLS.Validate(field+".tls", &errs)
+	o.FeedOptions.Validate(field, &errs)
 	if o.CacheTTL != nil && o.CacheTTL.Duration < 0 {
 		errs.Add(field+".cacheTTL", "must not be negative, got %s", o.CacheTTL.Duration)
 	}

@@ -106,7 +106,7 @@ func build(name string, o *Options, a admin, deps providers.Deps, password strin
 	if o.CacheTTL != nil {
 		ttl = o.CacheTTL.Duration
 	}
-	od, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: ttl, Clock: deps.Clock})
+	od, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: ttl, Clock: deps.Clock, Changes: deps.Changes, Feed: o.Feed()})
 	if err != nil {
 		return nil, fmt.Errorf("options.%w", err)
 	}

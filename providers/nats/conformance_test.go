@@ -66,7 +66,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := newProvider("nats", &po.Options, f, deps.Clock)
+			p, err := newProvider("nats", &po.Options, f, deps.Clock, deps.Changes)
 			if err != nil {
 				t.Fatal(err)
 			}

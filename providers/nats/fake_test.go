@@ -111,7 +111,7 @@ func newTestProvider(t *testing.T, raw string, f *fakeAPI, clk clock.PassiveCloc
 	if err != nil {
 		t.Fatalf("options: %v", err)
 	}
-	p, err := newProvider("nats-test", &o.Options, f, clk)
+	p, err := newProvider("nats-test", &o.Options, f, clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

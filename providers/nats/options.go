@@ -36,6 +36,9 @@ type Options struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the external metrics served.
 	Metrics []MetricOptions `json:"metrics"`
+	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
+	// change feed's subscribers read are polled.
+	ondemand.FeedOptions
 }
 
 // What a metric measures (MetricOptions.Value).
@@ -129,6 +132,7 @@ func (o *Options) validate(field string) error {
 	o.Password.Validate(field+".password", &errs)
 	o.Token.Validate(field+".token", &errs)
 	o.TLS.Validate(field+".tls", &errs)
+	o.FeedOptions.Validate(field, &errs)
 	switch {
 	case o.User.IsSet() != o.Password.IsSet():
 		errs.Add(field+".password", "user and password go together")

@@ -45,7 +45,7 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 	if err != nil {
 		return nil, fmt.Errorf("nats provider %q: %w", name, err)
 	}
-	p, err := newProvider(name, o, c, deps.Clock)
+	p, err := newProvider(name, o, c, deps.Clock, deps.Changes)
 	if err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("nats provider %q: %w", name, err)
@@ -72,7 +72,7 @@ type Provider struct {
 var _ providers.ExternalProvider = (*Provider)(nil)
 
 // newProvider builds the provider over a; tests pass a fake.
-func newProvider(name string, o *Options, a api, clk clock.PassiveClock) (*Provider, error) {
+func newProvider(name string, o *Options, a api, clk clock.PassiveClock, changes providers.ChangeSink) (*Provider, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -105,7 +105,7 @@ func newProvider(name string, o *Options, a api, clk clock.PassiveClock) (*Provi
 	const loadTimeout = 10 * time.Second
 	p.consumers = ondemand.NewLoader[*jetstream.ConsumerInfo](0, loadTimeout, clk)
 	p.streams = ondemand.NewLoader[*jetstream.StreamInfo](0, loadTimeout, clk)
-	op, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: o.cacheTTL(), Timeout: loadTimeout, Clock: clk})
+	op, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: o.cacheTTL(), Timeout: loadTimeout, Clock: clk, Changes: changes, Feed: o.Feed()})
 	if err != nil {
 		return nil, err
 	}

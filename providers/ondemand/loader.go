@@ -25,7 +25,26 @@ type entry[T any] struct {
 	done    chan struct{} // closed when the load ended
 	val     T
 	err     error
+	started time.Time // when the load began: the value is at least this fresh
 	expires time.Time
+}
+
+// maxAgeKey carries WithMaxAge's bound in a context.
+type maxAgeKey struct{}
+
+// WithMaxAge asks every Loader that serves a Get under ctx (and under the
+// loads it starts, which keep ctx's values) for a value whose load began at
+// most d ago: an older cached value is loaded again, a load in progress is
+// joined. The change feed's poll reads under it, so that a reading cached
+// for queries (and a backend's own shared reads) do not hide a change for a
+// whole TTL, while a reading made by a query within d serves the poll.
+func WithMaxAge(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxAgeKey{}, d)
+}
+
+func maxAgeOf(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(maxAgeKey{}).(time.Duration)
+	return d, ok
 }
 
 // NewLoader returns a loader caching for ttl (0: no cache, coalescing only);
@@ -50,19 +69,21 @@ func (l *Loader[T]) Get(ctx context.Context, key string, load func(context.Conte
 
 // GetTTL is Get with the TTL of this key's next load.
 func (l *Loader[T]) GetTTL(ctx context.Context, key string, ttl time.Duration, load func(context.Context) (T, error)) (T, error) {
+	maxAge, bounded := maxAgeOf(ctx)
 	l.mu.Lock()
+	now := l.clock.Now()
 	e := l.entries[key]
 	if e != nil {
 		select {
 		case <-e.done:
-			if !l.clock.Now().Before(e.expires) {
+			if !now.Before(e.expires) || bounded && now.Sub(e.started) > maxAge {
 				e = nil
 			}
 		default: // a load is running: join it
 		}
 	}
 	if e == nil {
-		e = &entry[T]{done: make(chan struct{})}
+		e = &entry[T]{done: make(chan struct{}), started: now}
 		l.entries[key] = e
 		lctx, cancel := l.loadContext(ctx)
 		go func() {

@@ -15,7 +15,10 @@
 //     never replaced by an older value;
 //   - a read bounded by the query's context, or by Options.Timeout when the
 //     context has none, so a hung backend costs one goroutine for at most
-//     that long.
+//     that long;
+//   - with a change sink (Options.Changes, the adapter's change feed), the
+//     metrics queried while the feed has subscribers read in the background
+//     every Feed.Interval and their changes published (feed.go).
 package ondemand
 
 import (
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +90,11 @@ type Options struct {
 	MaxItems int
 	// Clock stamps readings; nil means the real clock.
 	Clock clock.PassiveClock
+	// Changes, if not nil, hears the changes the feed's poll finds in the
+	// metrics the change feed's subscribers read (see Feed); nil: no poll.
+	Changes providers.ChangeSink
+	// Feed says how those metrics are polled.
+	Feed Feed
 }
 
 // DefaultMaxItems is Options.MaxItems when unset.
@@ -105,6 +114,9 @@ type Provider struct {
 	lastErr error
 	lastAt  time.Time
 	calls   atomic.Uint64
+
+	// feed polls the metrics the change feed's subscribers read; nil: none.
+	feed *feed
 }
 
 type reading struct {
@@ -128,6 +140,7 @@ func New(name string, metrics []Metric, opts Options) (*Provider, error) {
 		clock:    opts.Clock,
 		readings: NewLoader[reading](opts.CacheTTL, opts.Timeout, opts.Clock),
 	}
+	p.feed = newFeed(name, opts.Changes, opts.Feed, opts.Clock)
 	for i := range metrics {
 		m := metrics[i]
 		switch {
@@ -164,22 +177,14 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if m == nil {
 		return nil, providers.NewUnknownMetric(schema.GroupResource{}, info.Metric)
 	}
-	ttl := p.ttl
-	if m.CacheTTL != nil {
-		ttl = *m.CacheTTL
-	}
-	r, err := p.readings.GetTTL(ctx, m.Name, ttl, func(ctx context.Context) (reading, error) {
-		p.calls.Add(1)
-		s, err := m.Read(ctx)
-		p.record(err)
-		return reading{series: s, at: p.clock.Now()}, err
-	})
+	r, err := p.read(ctx, m)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w (reading %s: %v)", ctx.Err(), m.Name, err)
 		}
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("reading %s: %w", m.Name, err))
 	}
+	p.feed.queried(m, r)
 	sel := metricSelector
 	if sel == nil {
 		sel = labels.Everything()
@@ -220,6 +225,41 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	}
 	sortByLabels(out.Items)
 	return out, nil
+}
+
+// read returns m's reading: cached, joined, or read from the backend (the
+// one path of queries and of the feed's poll).
+func (p *Provider) read(ctx context.Context, m *Metric) (reading, error) {
+	ttl := p.ttl
+	if m.CacheTTL != nil {
+		ttl = *m.CacheTTL
+	}
+	return p.readings.GetTTL(ctx, m.Name, ttl, func(ctx context.Context) (reading, error) {
+		p.calls.Add(1)
+		s, err := m.Read(ctx)
+		p.record(err)
+		if err == nil {
+			p.feed.observe(m, s)
+		}
+		return reading{series: s, at: p.clock.Now()}, err
+	})
+}
+
+// labelsKey is a canonical string of a label set.
+func labelsKey(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0xff)
+		b.WriteString(l[k])
+		b.WriteByte(0xfe)
+	}
+	return b.String()
 }
 
 // sortByLabels orders items by their labels as labels.Set.String() renders
@@ -292,4 +332,5 @@ func (p *Provider) BackendCalls() uint64 { return p.calls.Load() }
 var (
 	_ providers.ExternalProvider = (*Provider)(nil)
 	_ providers.HealthReporter   = (*Provider)(nil)
+	_ providers.Runner           = (*Provider)(nil)
 )

@@ -67,3 +67,38 @@ func (m MetricOptions) Metric(read func(ctx context.Context) ([]Series, error)) 
 	}
 	return out
 }
+
+// FeedOptions are the change feed fields every polled backend's options
+// have (backends embed it): how the metrics the feed's subscribers read are
+// polled (see Feed).
+type FeedOptions struct {
+	// FeedPollInterval is how often a metric the change feed's subscribers
+	// read is read in the background (default 1s; 0s: never, the
+	// autoscalers on this provider react at their sync period).
+	FeedPollInterval *metav1.Duration `json:"feedPollInterval,omitempty"`
+	// FeedMaxPolledMetrics bounds the metrics polled at once (default
+	// 1000); metrics queried beyond it are read on query only.
+	FeedMaxPolledMetrics int `json:"feedMaxPolledMetrics,omitempty"`
+}
+
+// Validate checks the feed fields; field is the options' path.
+func (f FeedOptions) Validate(field string, errs *options.Errors) {
+	if f.FeedPollInterval != nil && f.FeedPollInterval.Duration < 0 {
+		errs.Add(field+".feedPollInterval", "must not be negative, got %s", f.FeedPollInterval.Duration)
+	}
+	if f.FeedMaxPolledMetrics < 0 {
+		errs.Add(field+".feedMaxPolledMetrics", "must not be negative, got %d", f.FeedMaxPolledMetrics)
+	}
+}
+
+// Feed is the Feed these options describe.
+func (f FeedOptions) Feed() Feed {
+	out := Feed{MaxPolled: f.FeedMaxPolledMetrics}
+	if f.FeedPollInterval != nil {
+		out.Interval = f.FeedPollInterval.Duration
+		if out.Interval == 0 {
+			out.Interval = -1 // 0s in the config: off
+		}
+	}
+	return out
+}

@@ -39,3 +39,45 @@ func TestMetricOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestFeedOptions(t *testing.T) {
+	t.Parallel()
+	d := func(s string) *metav1.Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Duration{Duration: v}
+	}
+	for _, tc := range []struct {
+		name    string
+		o       FeedOptions
+		want    Feed // after withDefaults
+		wantErr string
+	}{
+		{"defaults", FeedOptions{}, Feed{Interval: time.Second, MaxPolled: 1000, Lease: DefaultFeedLease}, ""},
+		{"set", FeedOptions{FeedPollInterval: d("250ms"), FeedMaxPolledMetrics: 10}, Feed{Interval: 250 * time.Millisecond, MaxPolled: 10, Lease: DefaultFeedLease}, ""},
+		{"off", FeedOptions{FeedPollInterval: d("0s")}, Feed{Interval: -1, MaxPolled: 1000, Lease: DefaultFeedLease}, ""},
+		{"negative interval", FeedOptions{FeedPollInterval: d("-1s")}, Feed{}, "o.feedPollInterval: must not be negative"},
+		{"negative cap", FeedOptions{FeedMaxPolledMetrics: -1}, Feed{}, "o.feedMaxPolledMetrics: must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var errs options.Errors
+			tc.o.Validate("o", &errs)
+			err := errs.Err()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Validate() = %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate() = %v", err)
+			}
+			if got := tc.o.Feed().withDefaults(); got != tc.want {
+				t.Errorf("Feed() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -55,6 +55,9 @@ type Options struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the named queries.
 	Metrics []MetricOptions `json:"metrics"`
+	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
+	// change feed's subscribers read are polled.
+	ondemand.FeedOptions
 	// AllowSuperuser lets the provider connect as a superuser (or a member
 	// of one), which it otherwise refuses at connect.
 	AllowSuperuser bool `json:"allowSuperuser,omitempty"`
@@ -88,6 +91,7 @@ type settings struct {
 	connectTimeout   time.Duration
 	statementTimeout time.Duration
 	cacheTTL         time.Duration
+	feed             ondemand.Feed
 	maxConns         int
 	metrics          []metricSpec
 }
@@ -144,6 +148,8 @@ func validate(field string, o Options) (*settings, error) {
 	}
 	o.Password.Validate(field+".password", &errs)
 	o.TLS.Validate(field+".tls", &errs)
+	o.FeedOptions.Validate(field, &errs)
+	s.feed = o.Feed()
 	if o.TLS != nil && o.TLS.InsecureSkipVerify {
 		errs.Add(field+".tls.insecureSkipVerify", "not supported: sslMode require encrypts without verifying the server")
 	}

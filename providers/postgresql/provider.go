@@ -81,6 +81,8 @@ func newProvider(name string, s *settings, deps providers.Deps, q querier) (*Pro
 		// a read without a deadline: one connection attempt and the statement
 		Timeout: s.connectTimeout + s.statementTimeout + time.Second,
 		Clock:   deps.Clock,
+		Changes: deps.Changes,
+		Feed:    s.feed,
 	})
 	if err != nil {
 		return nil, err

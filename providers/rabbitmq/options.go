@@ -31,6 +31,9 @@ type Options struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 	// Metrics are the external metrics served.
 	Metrics []MetricOptions `json:"metrics"`
+	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
+	// change feed's subscribers read are polled.
+	ondemand.FeedOptions
 }
 
 // MetricOptions is one metric: which queues, which count.
@@ -99,6 +102,7 @@ type settings struct {
 	password   *options.Secret
 	tls        *options.TLS
 	cacheTTL   time.Duration
+	feed       ondemand.Feed
 	metrics    []metricSettings
 }
 
@@ -146,6 +150,8 @@ func (o *Options) parse(field string) (*settings, error) {
 	}
 	o.Password.Validate(field+".password", &errs)
 	o.TLS.Validate(field+".tls", &errs)
+	o.FeedOptions.Validate(field, &errs)
+	s.feed = o.Feed()
 	if o.TLS != nil && !isTLS(s.management) && !isTLS(s.amqp) {
 		errs.Add(field+".tls", "set, but neither managementURL is https nor amqpURL amqps")
 	}

@@ -132,7 +132,7 @@ func newProvider(name string, s *settings, deps providers.Deps, mgmt managementA
 		}
 		metrics = append(metrics, m.opts.Metric(read))
 	}
-	od, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: s.cacheTTL, Clock: deps.Clock})
+	od, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: s.cacheTTL, Clock: deps.Clock, Changes: deps.Changes, Feed: s.feed})
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatalf("options %s: %v", raw, err)
 			}
-			p, err := newProvider("redis", s, fake, deps.Clock)
+			p, err := newProvider("redis", s, fake, deps.Clock, deps.Changes)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,6 +105,9 @@ type Options struct {
 	ScanCount int `json:"scanCount,omitempty"`
 	// Metrics are the external metrics served.
 	Metrics []MetricEntry `json:"metrics"`
+	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
+	// change feed's subscribers read are polled.
+	ondemand.FeedOptions
 }
 
 // MetricEntry is one configured metric: its name and labels, and what it
@@ -139,6 +142,7 @@ type settings struct {
 	tls       *options.TLS
 	tlsOn     bool
 	ttl       time.Duration
+	feed      ondemand.Feed
 	maxKeys   int
 	scanCount int
 	metrics   []metricSettings
@@ -178,6 +182,8 @@ func (o *Options) settings(field string) (*settings, error) {
 	}
 	o.Password.Validate(field+".password", &errs)
 	o.TLS.Validate(field+".tls", &errs)
+	o.FeedOptions.Validate(field, &errs)
+	s.feed = o.Feed()
 	if o.CacheTTL != nil {
 		if o.CacheTTL.Duration < 0 {
 			errs.Add(field+".cacheTTL", "must not be negative, got %s", o.CacheTTL.Duration)

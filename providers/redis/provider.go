@@ -47,7 +47,7 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 	if err != nil {
 		return nil, err
 	}
-	p, err := newProvider(name, s, c, deps.Clock)
+	p, err := newProvider(name, s, c, deps.Clock, deps.Changes)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -86,7 +86,7 @@ type snapshot struct {
 var _ providers.ExternalProvider = (*Provider)(nil)
 
 // newProvider builds the provider over client, the seam tests fake.
-func newProvider(name string, s *settings, client Client, clk clock.PassiveClock) (*Provider, error) {
+func newProvider(name string, s *settings, client Client, clk clock.PassiveClock, changes providers.ChangeSink) (*Provider, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -115,7 +115,7 @@ func newProvider(name string, s *settings, client Client, clk clock.PassiveClock
 			return m.series(snap)
 		}))
 	}
-	op, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: s.ttl, Clock: clk})
+	op, err := ondemand.New(name, metrics, ondemand.Options{CacheTTL: s.ttl, Clock: clk, Changes: changes, Feed: s.feed})
 	if err != nil {
 		return nil, err
 	}

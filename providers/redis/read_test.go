@@ -23,7 +23,7 @@ func build(t *testing.T, raw string, fake *fakeClient) (*Provider, *clocktesting
 		t.Fatalf("options: %v", err)
 	}
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	p, err := newProvider("redis-test", s, fake, clk)
+	p, err := newProvider("redis-test", s, fake, clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,316 @@
+package ondemand
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/changefeed"
+)
+
+// The change feed of a polled backend. A backend read on demand does not
+// know when a value changes, so while the change feed has subscribers the
+// provider reads, in the background, every metric they read, once per
+// interval, and publishes the series whose value changed: an autoscaler on
+// a queue then reacts within about an interval instead of at its sync
+// period. "The metrics they read" are those queried while the feed has a
+// subscriber, for a lease renewed by each query (an autoscaler queries
+// its metrics at least once per sync period): a metric nobody queries for
+// a lease is no longer read, and none is read while the feed has no
+// subscriber.
+//
+// The background read is the queries' read: it goes through the same
+// Loader (one backend call per metric at a time, shared by queries that
+// arrive meanwhile, and serving the queries of the cache TTL after it), and
+// it reuses a reading a query made in the last half interval. The backend
+// sees one read per interval per polled metric whatever the number of
+// subscribers and queries (with a cacheTTL of at least the interval).
+//
+// A failed read publishes nothing (the next good one is compared with the
+// last good one) and is counted; at most MaxPolled metrics of a provider
+// are polled, a metric beyond it is served as before (read on query) and
+// counted.
+
+// Defaults of Feed.
+const (
+	DefaultFeedPollInterval = time.Second
+	DefaultFeedMaxPolled    = 1000
+	// DefaultFeedLease is how long a query keeps its metric polled: longer
+	// than the sync periods autoscalers use (15s by default), short enough
+	// that a metric no autoscaler reads any more stops being polled soon.
+	DefaultFeedLease = 2 * time.Minute
+	// feedParallel bounds the reads of one poll in flight at a time.
+	feedParallel = 16
+	// maxChangedSeries: more changed series of one metric in one poll are
+	// published as one "every series" change.
+	maxChangedSeries = 64
+)
+
+// Feed says how a provider polls the metrics the change feed's subscribers
+// read.
+type Feed struct {
+	// Interval between two reads of a polled metric; 0:
+	// DefaultFeedPollInterval; negative: no polling.
+	Interval time.Duration
+	// MaxPolled bounds the metrics polled at once; 0: DefaultFeedMaxPolled.
+	MaxPolled int
+	// Lease is how long a query keeps its metric polled; 0:
+	// DefaultFeedLease.
+	Lease time.Duration
+}
+
+func (f Feed) withDefaults() Feed {
+	if f.Interval == 0 {
+		f.Interval = DefaultFeedPollInterval
+	}
+	if f.MaxPolled <= 0 {
+		f.MaxPolled = DefaultFeedMaxPolled
+	}
+	if f.Lease <= 0 {
+		f.Lease = DefaultFeedLease
+	}
+	return f
+}
+
+var (
+	feedPolledMetrics = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_polled_metrics",
+		Help:           "Metrics a provider read on demand polls for the change feed's subscribers, by provider.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+	feedPollCapReached = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_poll_cap_reached_total",
+		Help:           "Queries of a metric a provider did not start polling for the change feed because it polled feedMaxPolledMetrics already, by provider: that metric's autoscalers react at their sync period.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+	feedPollReads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_poll_reads_total",
+		Help:           "Reads of polled metrics for the change feed, by provider and result (ok, error); a read a query made within the interval serves the poll and counts as ok.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider", "result"})
+	feedPollChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_poll_changes_total",
+		Help:           "Changes of polled metrics published on the change feed, by provider.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+)
+
+func init() {
+	legacyregistry.MustRegister(feedPolledMetrics, feedPollCapReached, feedPollReads, feedPollChanges)
+}
+
+// feed is a provider's polling state; nil when it does not poll.
+type feed struct {
+	provider string
+	sink     providers.ChangeSink
+	audience providers.ChangeAudience // nil: assume someone listens
+	cfg      Feed
+	clock    clock.PassiveClock
+
+	mu     sync.Mutex
+	polled map[string]*polledMetric // by metric name
+	full   bool                     // the cap was reached (logged once until below it)
+}
+
+// polledMetric is one polled metric.
+type polledMetric struct {
+	queried time.Time          // the last query: the lease runs from it
+	last    map[string]float64 // series (labels key) -> value of the last good reading
+	labels  map[string]map[string]string
+}
+
+func newFeed(provider string, sink providers.ChangeSink, cfg Feed, clk clock.PassiveClock) *feed {
+	cfg = cfg.withDefaults()
+	if sink == nil || cfg.Interval < 0 {
+		return nil
+	}
+	f := &feed{provider: provider, sink: sink, cfg: cfg, clock: clk, polled: map[string]*polledMetric{}}
+	f.audience, _ = sink.(providers.ChangeAudience)
+	return f
+}
+
+// listened reports whether the feed has a subscriber.
+func (f *feed) listened() bool { return f.audience == nil || f.audience.Subscribers() > 0 }
+
+// queried renews m's lease after a query answered from r, starting one
+// (with r as the reading its subscribers saw) if the cap allows.
+func (f *feed) queried(m *Metric, r reading) {
+	if f == nil || !f.listened() {
+		return
+	}
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pm := f.polled[m.Name]; pm != nil {
+		pm.queried = now
+		return
+	}
+	if len(f.polled) >= f.cfg.MaxPolled {
+		feedPollCapReached.WithLabelValues(f.provider).Inc()
+		if !f.full {
+			f.full = true
+			klog.InfoS("Change feed: polling as many metrics as allowed; metrics queried beyond it are read on query only, and their autoscalers react at their sync period",
+				"provider", f.provider, "feedMaxPolledMetrics", f.cfg.MaxPolled, "metric", m.Name)
+		}
+		return
+	}
+	pm := &polledMetric{queried: now}
+	pm.last, pm.labels = snapshot(m, r.series)
+	f.polled[m.Name] = pm
+	feedPolledMetrics.WithLabelValues(f.provider).Set(float64(len(f.polled)))
+}
+
+// observe compares a good reading of m with the last one and publishes the
+// series that changed, appeared or went away; m unpolled: nothing.
+func (f *feed) observe(m *Metric, series []Series) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	pm := f.polled[m.Name]
+	if pm == nil {
+		f.mu.Unlock()
+		return
+	}
+	cur, labels := snapshot(m, series)
+	var changed []map[string]string
+	for k, v := range cur {
+		if old, ok := pm.last[k]; !ok || !same(old, v) {
+			changed = append(changed, labels[k])
+		}
+	}
+	for k := range pm.last {
+		if _, ok := cur[k]; !ok {
+			changed = append(changed, pm.labels[k])
+		}
+	}
+	pm.last, pm.labels = cur, labels
+	f.mu.Unlock()
+	if len(changed) == 0 {
+		return
+	}
+	feedPollChanges.WithLabelValues(f.provider).Add(float64(len(changed)))
+	if len(changed) > maxChangedSeries {
+		f.sink.Publish(providers.Change{Kind: changefeed.KindExternal, Metric: m.Name, All: true})
+		return
+	}
+	for _, l := range changed {
+		f.sink.Publish(providers.Change{Kind: changefeed.KindExternal, Metric: m.Name, Namespace: l[NamespaceLabel], Labels: l})
+	}
+}
+
+// same compares two readings of a series (NaN equals NaN: both fail).
+func same(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+
+// snapshot indexes a reading's series by their served labels.
+func snapshot(m *Metric, series []Series) (map[string]float64, map[string]map[string]string) {
+	values := make(map[string]float64, len(series))
+	labels := make(map[string]map[string]string, len(series))
+	for _, s := range series {
+		l := m.seriesLabels(s)
+		k := labelsKey(l)
+		values[k], labels[k] = s.Value, l
+	}
+	return values, labels
+}
+
+// due returns the metrics to read now, dropping those whose lease ended,
+// or every one when the feed has no subscriber.
+func (f *feed) due() []string {
+	now := f.clock.Now()
+	listened := f.listened()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for name, pm := range f.polled {
+		if !listened || now.Sub(pm.queried) > f.cfg.Lease {
+			delete(f.polled, name)
+			continue
+		}
+		out = append(out, name)
+	}
+	if len(f.polled) < f.cfg.MaxPolled {
+		f.full = false
+	}
+	feedPolledMetrics.WithLabelValues(f.provider).Set(float64(len(f.polled)))
+	return out
+}
+
+// Polled is the number of metrics the provider polls for the change feed.
+func (p *Provider) Polled() int {
+	if p.feed == nil {
+		return 0
+	}
+	p.feed.mu.Lock()
+	defer p.feed.mu.Unlock()
+	return len(p.feed.polled)
+}
+
+// Poll reads every polled metric once (a reading younger than half the
+// interval serves), publishing what changed, and returns when done. Run
+// calls it every interval; tests call it directly.
+func (p *Provider) Poll(ctx context.Context) {
+	f := p.feed
+	if f == nil {
+		return
+	}
+	names := f.due()
+	if len(names) == 0 {
+		return
+	}
+	ctx = WithMaxAge(ctx, f.cfg.Interval/2)
+	sem := make(chan struct{}, feedParallel)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		m := p.metrics[name]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, max(f.cfg.Interval, time.Second))
+			defer cancel()
+			// observe runs in the load itself, for queries' loads too.
+			if _, err := p.read(rctx, m); err != nil {
+				feedPollReads.WithLabelValues(p.name, "error").Inc()
+				klog.V(4).InfoS("Change feed poll failed", "provider", p.name, "metric", name, "err", err)
+				return
+			}
+			feedPollReads.WithLabelValues(p.name, "ok").Inc()
+		})
+	}
+	wg.Wait()
+}
+
+// Run implements providers.Runner: it polls every interval while the
+// provider has a feed.
+func (p *Provider) Run(ctx context.Context) {
+	f := p.feed
+	if f == nil {
+		return
+	}
+	defer feedPolledMetrics.DeleteLabelValues(p.name)
+	var tick <-chan time.Time
+	if c, ok := p.clock.(clock.WithTicker); ok {
+		t := c.NewTicker(f.cfg.Interval)
+		defer t.Stop()
+		tick = t.C()
+	} else {
+		t := time.NewTicker(f.cfg.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			p.Poll(ctx)
+		}
+	}
+}
