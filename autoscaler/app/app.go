@@ -97,12 +97,12 @@ type Options struct {
 	// authentication or authorization.
 	InsecureMetrics bool
 	Profiling       bool
-	LeaderElection    componentbaseconfig.LeaderElectionConfiguration
-	Identity          string
-	Tolerance         float64
-	CPUInitPeriod     time.Duration
-	ReadinessDelay    time.Duration
-	DownscaleWindow   time.Duration
+	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
+	Identity        string
+	Tolerance       float64
+	CPUInitPeriod   time.Duration
+	ReadinessDelay  time.Duration
+	DownscaleWindow time.Duration
 	// ChangeFeed is the adapter's change feed, off without a URL.
 	ChangeFeed ChangeFeedOptions
 	// Gates holds the HPA gates and the logging ones.
