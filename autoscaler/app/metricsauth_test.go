@@ -25,7 +25,7 @@ import (
 // TestMetricsAuthorization: behind the delegated filters, /metrics answers
 // 403 to an anonymous caller and to one the authorizer refuses, 401 to an
 // invalid token, and 200 to a caller allowed `get` on the non-resource URL
-// /metrics (the metricscale-metrics-reader ClusterRole); the probes' paths
+// /metrics (the metricscale-metrics-scraper ClusterRole); the probes' paths
 // answer anyone. The authenticator and authorizer stand in for the API
 // server's TokenReview and SubjectAccessReview, composed as the delegating
 // options compose them (tokens, then anonymous; the always-allowed paths,
