@@ -205,9 +205,10 @@ func (c *Cluster) kedaAdapterConfig() ([]byte, error) {
 	return data, nil
 }
 
-// RestartKEDAMetricsServer stops KEDA's metrics server (if it runs) and starts it again,
-// as its Deployment would restart it, and waits until it is ready.
-func (c *Cluster) RestartKEDAMetricsServer(ctx context.Context) error {
+// RestartKEDAMetricsServer stops KEDA's metrics server (if it runs), runs during (when not
+// nil) while it is stopped, starts it again, as its Deployment would restart it, and waits
+// until it is ready. during's error is returned after the restart.
+func (c *Cluster) RestartKEDAMetricsServer(ctx context.Context, during func(context.Context) error) error {
 	st, err := ReadState(c.Dir)
 	if err != nil {
 		return fmt.Errorf("no cluster state in %s; start it with: hack/cluster.sh up --keda", c.Dir)
@@ -220,5 +221,12 @@ func (c *Cluster) RestartKEDAMetricsServer(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.startAndWait(ctx, "keda-metrics-server")
+	var duringErr error
+	if during != nil {
+		duringErr = during(ctx)
+	}
+	if err := c.startAndWait(ctx, "keda-metrics-server"); err != nil {
+		return err
+	}
+	return duringErr
 }
