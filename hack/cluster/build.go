@@ -22,6 +22,9 @@ type module struct {
 	ldflags  func(kubeVersion string) string
 	tags     string   // go build -tags
 	env      []string // added to go build's environment
+	// built names what go build writes for each of outputs, when it differs (a
+	// command's folder name), in the same order.
+	built []string
 }
 
 func modules() []module {
@@ -52,6 +55,14 @@ func modules() []module {
 		{name: "coredns", outputs: []string{"coredns"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
 		// The pod sandbox ("pause") program of the real node's sandbox image.
 		{name: "sandbox", outputs: []string{"sandbox"}, packages: []string{"."}, env: []string{"CGO_ENABLED=0"}},
+		// KEDA's operator and metrics server (up --keda): its commands operator and adapter
+		// (a name prometheus-adapter's binary has in the cache), renamed.
+		{name: "keda", outputs: []string{"keda-operator", "keda-metrics-server"}, built: []string{"operator", "adapter"},
+			packages: []string{"github.com/kedacore/keda/v2/cmd/operator", "github.com/kedacore/keda/v2/cmd/adapter"},
+			ldflags: func(string) string {
+				return "-X github.com/kedacore/keda/v2/version.Version=" + strings.TrimPrefix(kedaVersion, "v")
+			},
+			env: []string{"CGO_ENABLED=0"}},
 	}
 }
 
@@ -79,6 +90,9 @@ func (c *Cluster) neededModules() []string {
 	}
 	if c.RealNode {
 		names = append(names, realNodeModules...)
+	}
+	if c.KEDA {
+		names = append(names, "keda")
 	}
 	return names
 }
@@ -187,8 +201,12 @@ func (c *Cluster) buildModule(ctx context.Context, m module) error {
 		fmt.Fprintln(c.Err, lastLines(strings.TrimSpace(out), 30))
 		return fmt.Errorf("building %s failed (full log: %s)", outputs, blog)
 	}
-	for _, o := range m.outputs {
-		if err := os.Rename(filepath.Join(tmp, o), filepath.Join(c.Bin, o)); err != nil {
+	for i, o := range m.outputs {
+		from := o
+		if i < len(m.built) {
+			from = m.built[i]
+		}
+		if err := os.Rename(filepath.Join(tmp, from), filepath.Join(c.Bin, o)); err != nil {
 			return err
 		}
 	}

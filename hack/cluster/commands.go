@@ -280,6 +280,9 @@ func (c *Cluster) Env() ([]EnvVar, error) {
 		// The real node's name: pods for it select kubernetes.io/hostname=$METRICSCALE_REAL_NODE.
 		env = append(env, EnvVar{"METRICSCALE_REAL_NODE", RealNodeName}, EnvVar{"METRICSCALE_NODE_IP", st.NodeIP})
 	}
+	if c.Alive("keda-metrics-server") {
+		env = append(env, EnvVar{"METRICSCALE_KEDA_METRICS_SERVER_URL", KEDAMetricsServerURL()})
+	}
 	if c.Alive("metricscale-adapter") {
 		token, err := os.ReadFile(filepath.Join(c.Dir, "push-token"))
 		if err != nil {

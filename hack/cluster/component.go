@@ -272,10 +272,17 @@ func components() []*Component {
 	// stops them before kube-scheduler and kube-controller-manager.
 	for i, comp := range all {
 		if comp.Name == "kwok" {
-			return append(all[:i+1], append(realNodeComponents(), all[i+1:]...)...)
+			all = append(all[:i+1], append(realNodeComponents(), all[i+1:]...)...)
+			break
 		}
 	}
-	return all
+	// KEDA's after metrics-server: up starts them once the cluster is usable.
+	for i, comp := range all {
+		if comp.Name == "metrics-server" {
+			return append(all[:i+1], append(kedaComponents(), all[i+1:]...)...)
+		}
+	}
+	return append(all, kedaComponents()...)
 }
 
 func autoscalerArgs(c *Cluster) []string {

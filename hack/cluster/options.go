@@ -24,7 +24,7 @@ const Usage = `hack/cluster.sh — a local Kubernetes control plane for metricsc
 
   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
                      [--kubernetes-only] [--no-prometheus] [--no-backends | --backends NAME,...]
-                     [--no-record] [--no-pod-stages] [--real-node] [--dir DIR]
+                     [--no-record] [--no-pod-stages] [--real-node] [--keda] [--dir DIR]
   hack/cluster.sh down [--purge] [--dir DIR]
   hack/cluster.sh status [--dir DIR]
   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
@@ -68,6 +68,15 @@ kubernetes Service, and kube-dns (10.0.0.10) resolves cluster names. Nothing is 
 and pods use imagePullPolicy Never or IfNotPresent. The host runs cgroup v1, which the
 kubelet refuses unless failCgroupV1 is false: set for this development node only. It needs
 root, runc, /usr/lib/cni, iptables and conntrack.
+--keda also runs KEDA v2.21 (built from its Go module like the rest; 'build' builds it
+too): its operator and its metrics server as host processes in namespace keda, as
+ServiceAccount keda/keda-operator with KEDA's RBAC and CRDs from the module, certificates
+from the cluster CA in DIR/keda/certs (no rotation, no webhooks). Its metrics server
+(https://127.0.0.1:6463) is not registered: metricscale keeps external.metrics.k8s.io and
+its provider keda (hack/keda-adapter-config.yaml) forwards KEDA's metric names (s0-...)
+there, once metricscale's ServiceAccount may read it: kubectl apply -f
+manifests/federation/remote-rbac.yaml (not applied by up: TestFederation checks the refusal
+without it).
 Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -107,7 +116,10 @@ type Options struct {
 	PodStages    bool
 	// RealNode adds one real kubelet node (RealNodeName) with containerd, kube-proxy and
 	// CoreDNS beside the kwok nodes (--real-node).
-	RealNode      bool
+	RealNode bool
+	// KEDA runs KEDA's operator and metrics server, unregistered, behind the adapter's
+	// provider keda (--keda).
+	KEDA          bool
 	Purge         bool
 	ChangeFeedURL string // "" for the adapter's feed, "none" for no feed
 
@@ -218,6 +230,8 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 			o.PodStages, err = false, noValue()
 		case "--real-node":
 			o.RealNode, err = true, noValue()
+		case "--keda":
+			o.KEDA, err = true, noValue()
 		case "--purge":
 			o.Purge, err = true, noValue()
 		case "-h", "--help":

@@ -59,6 +59,7 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 		{c.upRealNode, func() bool { return c.RealNode }},
 		{c.upMetricsServer, func() bool { return c.PodStages }},
 		{c.upUsable, yes},
+		{c.upKEDA, func() bool { return c.KEDA }},
 		// upPKI chose the backends.
 		{c.upBackends, func() bool { return len(c.running) > 0 }},
 		{c.upScrape, func() bool { return c.Prometheus }},
@@ -117,6 +118,9 @@ func (c *Cluster) upAlreadyRunning() error {
 	}
 	if o.Explicit("real-node") && st.RealNode != "true" {
 		differs = append(differs, "it runs no real node")
+	}
+	if o.Explicit("keda") && !contains(st.Components, "keda-operator") {
+		differs = append(differs, "it runs no KEDA")
 	}
 	if o.Explicit("backends") {
 		for _, b := range o.BackendNames {
@@ -481,6 +485,12 @@ func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, ns, sa, rbac, di
 		fmt.Fprint(c.Err, out)
 		return "", fmt.Errorf("applying %s failed: %w", rbac, err)
 	}
+	return c.serviceAccountToken(ctx, ns, sa, dir)
+}
+
+// serviceAccountToken creates ServiceAccount ns/sa if missing, writes a token of it to
+// dir/token and returns kubeconfigs/SA.kubeconfig, which presents that token.
+func (c *Cluster) serviceAccountToken(ctx context.Context, ns, sa, dir string) (string, error) {
 	if _, err := c.kubectl(ctx, "", "-n", ns, "get", "serviceaccount", sa); err != nil {
 		if out, err := c.kubectl(ctx, "", "-n", ns, "create", "serviceaccount", sa); err != nil {
 			return "", fmt.Errorf("create ServiceAccount %s/%s: %w: %s", ns, sa, err, out)
@@ -582,6 +592,13 @@ func (c *Cluster) writeAdapterConfig() error {
 		f, err := b.AdapterConfig(c.Dir)
 		if err != nil {
 			return fmt.Errorf("adapter config of the %s backend: %w", b.Name(), err)
+		}
+		fragments = append(fragments, f)
+	}
+	if c.KEDA {
+		f, err := c.kedaAdapterConfig()
+		if err != nil {
+			return err
 		}
 		fragments = append(fragments, f)
 	}

@@ -67,8 +67,9 @@ const (
 	// UsageMemoryAnnotation sets the memory usage kwok reports for a pod (for example "64Mi").
 	UsageMemoryAnnotation = "kwok.x-k8s.io/usage-memory"
 
-	// --real-node: TestRealNode and the tests of the installed chart run pods on it.
-	defaultUpArgs = "--hpa-sync-period 5s --real-node"
+	// --real-node: TestRealNode and the tests of the installed chart run pods on it;
+	// --keda: TestKEDACoexistence.
+	defaultUpArgs = "--hpa-sync-period 5s --real-node --keda"
 )
 
 // Cluster is a handle on the running local cluster.

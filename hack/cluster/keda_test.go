@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/metricscale/metricscale/adapter/config"
+	"github.com/metricscale/metricscale/providers/catalog"
+)
+
+func TestKEDAVersionIsTheBuildModules(t *testing.T) {
+	t.Parallel()
+	gomod, err := os.ReadFile(filepath.Join("build", "keda", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(gomod), "require github.com/kedacore/keda/v2 "+kedaVersion+"\n") {
+		t.Errorf("build/keda/go.mod does not require KEDA %s:\n%.400s", kedaVersion, gomod)
+	}
+	// Go applies replace and exclude only in the main module: the build module repeats KEDA's.
+	for _, line := range []string{
+		"replace github.com/nexus-rpc/nexus-proto-annotations v0.1.0 => github.com/nexus-rpc/nexus-proto-annotations v0.1.1-0.20260629224316-835bd8d49cb4",
+		"exclude github.com/go-chi/chi/v5 v5.2.3",
+	} {
+		if !strings.Contains(string(gomod), line+"\n") {
+			t.Errorf("build/keda/go.mod lacks KEDA's %q", line)
+		}
+	}
+}
+
+func TestKEDAOption(t *testing.T) {
+	t.Parallel()
+	inv, err := ParseArgs([]string{"up", "--keda"}, func(string) string { return "" }, "/cache/cluster", "/work")
+	if err != nil || !inv.Options.KEDA || !inv.Options.Explicit("keda") {
+		t.Fatalf("up --keda: %+v %v; want KEDA on, explicit", inv.Options, err)
+	}
+	for _, withKEDA := range []bool{false, true} {
+		o := DefaultOptions("")
+		o.KEDA = withKEDA
+		c := newTestCluster(t, true, o)
+		comps, mods := c.selected(), c.neededModules()
+		if got := slices.Contains(comps, "keda-operator") && slices.Contains(comps, "keda-metrics-server"); got != withKEDA {
+			t.Errorf("KEDA=%v: components %v", withKEDA, comps)
+		}
+		if got := slices.Contains(mods, "keda"); got != withKEDA {
+			t.Errorf("KEDA=%v: modules %v", withKEDA, mods)
+		}
+		if withKEDA {
+			// After metrics-server (the cluster is usable), before the adapter reads them.
+			i, j, k := slices.Index(comps, "metrics-server"), slices.Index(comps, "keda-operator"), slices.Index(comps, "metricscale-adapter")
+			if i < 0 || !(i < j && j < k) || comps[j+1] != "keda-metrics-server" {
+				t.Errorf("component order %v", comps)
+			}
+		}
+	}
+	// build builds it whatever the options.
+	if !slices.Contains(AllModules(), "keda") {
+		t.Errorf("AllModules() %v lacks keda", AllModules())
+	}
+}
+
+// TestKEDAArgs: every address KEDA takes one for is loopback; the metrics server reads the
+// operator's metrics service and the certificate folder both use.
+func TestKEDAArgs(t *testing.T) {
+	t.Parallel()
+	o := DefaultOptions("")
+	o.KEDA = true
+	c := newTestCluster(t, true, o)
+	op, ms := c.component("keda-operator"), c.component("keda-metrics-server")
+	opArgs, msArgs := strings.Join(op.Args(c), " "), strings.Join(ms.Args(c), " ")
+	for _, want := range []string{"--metrics-bind-address=127.0.0.1:6460", "--health-probe-bind-address=127.0.0.1:6461",
+		"--metrics-service-bind-address=127.0.0.1:6462", "--enable-cert-rotation=false", "--leader-elect=false",
+		"--cert-dir=" + c.kedaCertDir()} {
+		if !strings.Contains(opArgs, want) {
+			t.Errorf("operator args lack %s: %s", want, opArgs)
+		}
+	}
+	for _, want := range []string{"--bind-address=127.0.0.1", "--secure-port=6463", "--metrics-service-address=127.0.0.1:6462",
+		"--cert-dir=" + c.kedaCertDir(), "--tls-cert-file=" + filepath.Join(c.kedaCertDir(), "tls.crt")} {
+		if !strings.Contains(msArgs, want) {
+			t.Errorf("metrics server args lack %s: %s", want, msArgs)
+		}
+	}
+	env := strings.Join(kedaEnv(c), " ")
+	for _, want := range []string{"WATCH_NAMESPACE= ", "POD_NAMESPACE=keda", "KUBECONFIG=" + filepath.Join(c.Dir, "kubeconfigs", "keda-operator.kubeconfig")} {
+		if !strings.Contains(env+" ", want) {
+			t.Errorf("env lacks %q: %s", want, env)
+		}
+	}
+}
+
+func TestCRDName(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]string{
+		"keda.sh_scaledobjects.yaml":              "scaledobjects.keda.sh",
+		"eventing.keda.sh_cloudeventsources.yaml": "cloudeventsources.eventing.keda.sh",
+	} {
+		if got := crdName(file); got != want {
+			t.Errorf("crdName(%s) = %s, want %s", file, got, want)
+		}
+	}
+}
+
+// TestKEDAAdapterConfig: the cluster's adapter config with the keda fragment is valid and
+// sends KEDA's metric names, and only those, to the provider keda.
+func TestKEDAAdapterConfig(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	base, err := os.ReadFile(filepath.Join(root, "hack", "adapter-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, err := os.ReadFile(filepath.Join(root, "hack", "keda-adapter-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(AdapterConfig("/state", base, frag), catalog.Factories())
+	if err != nil {
+		t.Fatalf("the merged config: %v", err)
+	}
+	route := func(metric string) string {
+		for _, r := range cfg.Routes {
+			if r.Kind != "" && r.Kind != config.KindExternal {
+				continue
+			}
+			if ok, _ := path.Match(r.Metric, metric); ok {
+				return r.Provider
+			}
+		}
+		return ""
+	}
+	for metric, want := range map[string]string{
+		"s0-redis-keda-jobs":    "keda",
+		"s12-rabbitmq-orders":   "keda",
+		"redis_e2e_jobs_length": "memory", // the redis backend's fragment is not merged here
+		"e2e_pushed":            "memory",
+		"fed_queue_depth":       "federated",
+		"scaled_jobs":           "memory",
+	} {
+		if got := route(metric); got != want {
+			t.Errorf("%s is routed to %q, want %q", metric, got, want)
+		}
+	}
+}
