@@ -5,7 +5,7 @@ PKGS := ./...
 # --version; manifests/ must name the same (cmd/internal/version's test).
 VERSION ?= v0.1.0
 
-.PHONY: all build test unit e2e race vet fmt-check bench fuzz demo generate chart images soak
+.PHONY: all build test unit e2e e2e-keda race vet fmt-check bench fuzz demo generate chart images soak
 # Nested modules with their own go.mod (kept out of the main one): the chart's
 # tools and tests, and the image builder.
 NESTED := hack/helm hack/images
@@ -27,6 +27,12 @@ e2e:
 	@if [ -d hack/e2e ]; then $(GO) test -count=1 -tags e2e -timeout 45m -v ./hack/e2e/...; \
 	else echo "e2e: no suite in hack/e2e yet"; fi
 
+# TestKEDACoexistence, apart from make test: KEDA's cold build (hack/cluster.sh
+# build --keda) takes about an hour on 2 cores, more than .ci/run's budget.
+# It brings up the cluster with --keda when none runs (the build is cached).
+e2e-keda:
+	$(GO) test -count=1 -tags 'e2e keda' -timeout 90m -v -run 'TestKEDACoexistence' ./hack/e2e/
+
 # The race detector on the config reload's concurrency: the registry's atomic
 # swap and drains, the reloader, the informer set it updates (needs cgo).
 race:
@@ -34,7 +40,7 @@ race:
 
 vet:
 	$(GO) vet $(PKGS)
-	@if [ -d hack/e2e ]; then $(GO) vet -tags e2e ./hack/e2e/...; fi
+	@if [ -d hack/e2e ]; then $(GO) vet -tags e2e ./hack/e2e/... && $(GO) vet -tags 'e2e keda' ./hack/e2e/...; fi
 	@set -e; for m in $(NESTED); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
 
 fmt-check:

@@ -57,9 +57,17 @@ func TestKEDAOption(t *testing.T) {
 			}
 		}
 	}
-	// build builds it whatever the options.
-	if !slices.Contains(AllModules(), "keda") {
-		t.Errorf("AllModules() %v lacks keda", AllModules())
+	// A plain build leaves it out (an hour cold); build --keda builds it.
+	if slices.Contains(AllModules(), "keda") {
+		t.Errorf("AllModules() %v has keda", AllModules())
+	}
+	for _, withKEDA := range []bool{false, true} {
+		o := DefaultOptions("")
+		o.KEDA = withKEDA
+		c := newTestCluster(t, false, o)
+		if got := slices.Contains(c.buildModules(), "keda"); got != withKEDA {
+			t.Errorf("build with KEDA=%v: modules %v", withKEDA, c.buildModules())
+		}
 	}
 }
 

@@ -97,7 +97,7 @@ func (c *Cluster) Run(ctx context.Context, verb string, args []string) error {
 	case "build":
 		c.upStart = time.Now()
 		c.phaseBegin("build binaries (cache: " + c.Bin + ")")
-		if err := c.Build(ctx); err != nil {
+		if err := c.Build(ctx, c.buildModules()...); err != nil {
 			return err
 		}
 		c.phaseEnd("build")

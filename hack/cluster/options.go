@@ -68,8 +68,8 @@ kubernetes Service, and kube-dns (10.0.0.10) resolves cluster names. Nothing is 
 and pods use imagePullPolicy Never or IfNotPresent. The host runs cgroup v1, which the
 kubelet refuses unless failCgroupV1 is false: set for this development node only. It needs
 root, runc, /usr/lib/cni, iptables and conntrack.
---keda also runs KEDA v2.21 (built from its Go module like the rest; 'build' builds it
-too): its operator and its metrics server as host processes in namespace keda, as
+--keda also runs KEDA v2.21 (built from its Go module like the rest, by up --keda or
+build --keda; a plain build leaves it out): its operator and its metrics server as host processes in namespace keda, as
 ServiceAccount keda/keda-operator with KEDA's RBAC and CRDs from the module, certificates
 from the cluster CA in DIR/keda/certs (no rotation, no webhooks). Its metrics server
 (https://127.0.0.1:6463) is not registered: metricscale keeps external.metrics.k8s.io and

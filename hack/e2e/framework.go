@@ -67,10 +67,13 @@ const (
 	// UsageMemoryAnnotation sets the memory usage kwok reports for a pod (for example "64Mi").
 	UsageMemoryAnnotation = "kwok.x-k8s.io/usage-memory"
 
-	// --real-node: TestRealNode and the tests of the installed chart run pods on it;
-	// --keda: TestKEDACoexistence.
-	defaultUpArgs = "--hpa-sync-period 5s --real-node --keda"
+	// --real-node: TestRealNode and the tests of the installed chart run pods on it.
+	defaultUpArgs = "--hpa-sync-period 5s --real-node"
 )
+
+// extraUpArgs are added to defaultUpArgs by the files of a build tag: --keda
+// under the keda tag (make e2e-keda).
+var extraUpArgs string
 
 // Cluster is a handle on the running local cluster.
 type Cluster struct {
@@ -161,7 +164,7 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	case err == nil:
 		klog.InfoS("Reusing the running local cluster")
 	case errors.Is(err, localcluster.ErrStopped):
-		args := strings.Fields(defaultUpArgs)
+		args := strings.Fields(defaultUpArgs + " " + extraUpArgs)
 		if v, ok := os.LookupEnv("METRICSCALE_E2E_UP_ARGS"); ok {
 			args = strings.Fields(v)
 		}
