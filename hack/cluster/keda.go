@@ -16,7 +16,7 @@ import (
 // KEDA's own RBAC and CRDs from that module. The metrics server is not registered: no
 // APIService points at it. metricscale keeps v1beta1.external.metrics.k8s.io, and the
 // adapter's provider "keda" (hack/keda-adapter-config.yaml) forwards KEDA's metric names
-// (s0-redis-..., s1-...) to it. KEDA's admission webhooks are not run.
+// (s0-<scaler>-..., s1-...) to it. KEDA's admission webhooks are not run.
 const (
 	// kedaVersion is what build/keda/go.mod requires (a test checks).
 	kedaVersion = "v2.21.0"
