@@ -45,6 +45,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/history"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
+	"github.com/metricscale/metricscale/autoscaler/objectmetrics"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
 )
 
@@ -135,6 +136,9 @@ type Controller struct {
 	podsOnce  sync.Once
 	workloads *workloadScales
 	guard     *metricsAPIGuard
+	// objects are the per-MetricAutoscaler gauges (objectmetrics.Default
+	// but in tests).
+	objects *objectmetrics.Gauges
 }
 
 // New wires a controller to its informers.
@@ -144,6 +148,7 @@ func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecord
 		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "metricautoscalers", Clock: clk}),
 		memory:    map[string]*memo{},
 		workloads: &workloadScales{informer: inf.Workload},
+		objects:   objectmetrics.Default,
 	}
 	c.guard = &metricsAPIGuard{c: c}
 	// The cache keeps typed objects without managedFields: an unstructured
@@ -186,6 +191,7 @@ func (c *Controller) handler(kind string) cache.ResourceEventHandler {
 			c.mu.Unlock()
 			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && kind == kindMA {
 				c.cfg.Recorder.Forget(ns, name)
+				c.objects.Forget(ns, name)
 			}
 		},
 	}
@@ -283,6 +289,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		return 0, actionNone, err
 	}
 	if !exists {
+		c.objects.Forget(ns, name)
 		return 0, actionNone, nil
 	}
 	typed, err := c.trimMA(obj)
@@ -297,6 +304,8 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		period = ma.Spec.SyncPeriod.Duration
 	}
 	if ma.Spec.Paused {
+		// The stored status, as far as the cache keeps it (no metric values).
+		c.observe(ma, &ma.Status)
 		return period, actionNone, nil
 	}
 	hist := c.recall(key, ma.UID)
@@ -336,6 +345,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	// and is saved at most every HistorySyncInterval when nothing else
 	// changes: it is made and compared only when it may be written.
 	status := maStatus(ma, res, nil)
+	c.observe(ma, &status)
 	storedStatus := fingerprint(status)
 	c.mu.Lock()
 	sameVisible, fresh, stored := storedStatus == m.storedStatus, now.Sub(m.historySaved) < c.cfg.HistorySyncInterval, m.storedHistory
@@ -375,6 +385,19 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	}
 	c.mu.Unlock()
 	return period, action(res), res.Err
+}
+
+// observe sets ma's gauges from the status written for it, unless the
+// object has been deleted (or recreated) since the reconcile read it.
+func (c *Controller) observe(ma *v1alpha1.MetricAutoscaler, status *v1alpha1.MetricAutoscalerStatus) {
+	c.objects.Observe(ma, status, func() bool {
+		obj, exists, err := c.inf.MetricAutoscalers.GetIndexer().GetByKey(ma.Namespace + "/" + ma.Name)
+		if err != nil || !exists {
+			return false
+		}
+		o, err := apimeta.Accessor(obj)
+		return err == nil && o.GetUID() == ma.UID
+	})
 }
 
 func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (string, error) {
