@@ -57,6 +57,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/recordserver"
+	"github.com/metricscale/metricscale/autoscaler/secureserve"
 )
 
 // The kube-controller-manager feature gates the decisions read, with
@@ -92,13 +93,16 @@ type Options struct {
 	HPASyncPeriod     time.Duration
 	HistorySync       time.Duration
 	BindAddress       string
-	Profiling         bool
-	LeaderElection    componentbaseconfig.LeaderElectionConfiguration
-	Identity          string
-	Tolerance         float64
-	CPUInitPeriod     time.Duration
-	ReadinessDelay    time.Duration
-	DownscaleWindow   time.Duration
+	// InsecureMetrics serves BindAddress over plain HTTP, without
+	// authentication or authorization.
+	InsecureMetrics bool
+	Profiling       bool
+	LeaderElection  componentbaseconfig.LeaderElectionConfiguration
+	Identity        string
+	Tolerance       float64
+	CPUInitPeriod   time.Duration
+	ReadinessDelay  time.Duration
+	DownscaleWindow time.Duration
 	// ChangeFeed is the adapter's change feed, off without a URL.
 	ChangeFeed ChangeFeedOptions
 	// Gates holds the HPA gates and the logging ones.
@@ -127,7 +131,8 @@ func NewOptions() *Options {
 		KubeAPIQPS: 100, KubeAPIBurst: 200, KubeAPIContentType: runtime.ContentTypeProtobuf,
 		MetricsAPIQPS: 1000, MetricsAPIBurst: 2000, MetricReadTimeout: controller.DefaultMetricReadTimeout,
 		Workers: 20, HPASyncPeriod: defaults.SyncPeriod, HistorySync: 5 * time.Minute,
-		// Unauthenticated: only this host may read it (see README).
+		// Loopback by default, as before it was secured; the manifests
+		// serve it on the pod IP.
 		BindAddress: "127.0.0.1:8080",
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect: true, ResourceLock: resourcelock.LeasesResourceLock,
@@ -159,8 +164,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.HPAObjects, "hpa-objects", o.HPAObjects, "also reconcile native autoscaling/v2 HorizontalPodAutoscalers (for clusters whose kube-controller-manager runs without its HPA controller)")
 	fs.DurationVar(&o.HPASyncPeriod, "hpa-sync-period", o.HPASyncPeriod, "sync period of native HPAs (MetricAutoscalers have spec.syncPeriod)")
 	fs.DurationVar(&o.HistorySync, "history-sync-interval", o.HistorySync, "how often a MetricAutoscaler's saved history is refreshed when nothing else in its status changes (a change of metrics or scale saves it at once)")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve /debug/pprof on the --bind-address server (unauthenticated, like /metrics: for benchmarks and debugging)")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /metrics, /healthz and /readyz, plain HTTP without authentication: keep it on a loopback address unless the network is trusted")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve /debug/pprof on the --bind-address server (authorized like /metrics: for benchmarks and debugging)")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address (IP:port) of /metrics, /healthz, /readyz and /livez: HTTPS with the certificate of --tls-cert-file (self-signed without it); /metrics (and /debug/pprof) are served to callers the API server authenticates (TokenReview, client certificates) and authorizes (get on the non-resource URL, e.g. the metricscale-metrics-scraper ClusterRole), the probes' paths to anyone")
+	fs.BoolVar(&o.InsecureMetrics, "insecure-metrics", o.InsecureMetrics, "serve --bind-address over plain HTTP without authentication or authorization, as releases before it was secured: keep it on a loopback address or behind a NetworkPolicy")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	// The names of earlier releases, still accepted.
 	fs.StringVar(&o.LeaderElection.ResourceNamespace, "leader-elect-namespace", o.LeaderElection.ResourceNamespace, "namespace of the leader Lease")
@@ -179,9 +185,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RecordOptions.MaxSteps, "record-max-steps", o.RecordOptions.MaxSteps, "reconciles kept per MetricAutoscaler with --record (about 0.6 KB each for one External metric)")
 	fs.DurationVar(&o.RecordOptions.MaxAge, "record-max-age", o.RecordOptions.MaxAge, "with --record, reconciles older than this are dropped (0: only --record-max-steps bounds them)")
 	fs.StringVar(&o.RecordServer.BindAddress, "secure-bind-address", o.RecordServer.BindAddress, "with --record, address (IP:port) of the HTTPS server of recordings, whose callers the API server authenticates (TokenReview, client certificates) and authorizes (get metricautoscalers/record)")
-	fs.StringVar(&o.RecordServer.CertFile, "tls-cert-file", o.RecordServer.CertFile, "serving certificate of --secure-bind-address; a self-signed one is generated without it")
+	fs.StringVar(&o.RecordServer.CertFile, "tls-cert-file", o.RecordServer.CertFile, "serving certificate of --bind-address (unless --insecure-metrics) and --secure-bind-address; a self-signed one is generated without it")
 	fs.StringVar(&o.RecordServer.KeyFile, "tls-private-key-file", o.RecordServer.KeyFile, "key of --tls-cert-file")
-	fs.StringVar(&o.RecordServer.CertDir, "cert-dir", o.RecordServer.CertDir, "where the self-signed certificate is generated and kept (record.crt, record.key); in memory when empty")
+	fs.StringVar(&o.RecordServer.CertDir, "cert-dir", o.RecordServer.CertDir, "where the self-signed certificates are generated and kept (metrics.crt and metrics.key for --bind-address, record.crt and record.key for --secure-bind-address); in memory when empty")
 }
 
 // Settings are the decision settings the options give.
@@ -278,11 +284,11 @@ func Run(ctx context.Context, o *Options) error {
 	ready := watchSynced(ctx, inf)
 	// Unhealthy when leading without renewing for this long past the lease.
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	srv, err := serve(ctx, o.BindAddress, handler(ready, watchdog, o.Profiling))
-	if err != nil {
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	if err := o.serveMetrics(serveCtx, handler(ready, watchdog, o.Profiling)); err != nil {
 		return err
 	}
-	defer srv.Close()
 	lead := &leadership{self: o.Identity}
 	if !o.LeaderElection.LeaderElect {
 		lead.started()
@@ -545,10 +551,33 @@ func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interf
 	return metricsource.NewREST(cfg, mapper, apis, controller.ObserveMetricRead)
 }
 
-func serve(ctx context.Context, addr string, h http.Handler) (*http.Server, error) {
+// probePaths are served to anyone on --bind-address: the kubelet's probes
+// carry no credentials.
+var probePaths = []string{"/healthz", "/healthz/*", "/readyz", "/readyz/*", "/livez", "/livez/*"}
+
+// serveMetrics serves h on --bind-address until ctx ends: over HTTPS with
+// delegated authentication and authorization of every path but the
+// probes', or over plain HTTP with --insecure-metrics.
+func (o *Options) serveMetrics(ctx context.Context, h http.Handler) error {
+	if o.InsecureMetrics {
+		return serve(ctx, o.BindAddress, h)
+	}
+	srv, err := secureserve.Options{
+		Flag: "--bind-address", BindAddress: o.BindAddress,
+		CertFile: o.RecordServer.CertFile, KeyFile: o.RecordServer.KeyFile, CertDir: o.RecordServer.CertDir, PairName: "metrics",
+		Kubeconfig: o.Kubeconfig, AlwaysAllowPaths: probePaths,
+	}.Listen("/metrics")
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx, secureserve.Authorized(h, srv.Authenticator, srv.Authorizer))
+}
+
+// serve serves h over plain HTTP until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -556,7 +585,8 @@ func serve(ctx context.Context, addr string, h http.Handler) (*http.Server, erro
 			klog.FromContext(ctx).Error(err, "Metrics server stopped")
 		}
 	}()
-	return srv, nil
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return nil
 }
 
 // handler serves /metrics, /healthz and /livez (with a leader-election

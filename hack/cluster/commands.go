@@ -289,7 +289,8 @@ func (c *Cluster) Env() ([]EnvVar, error) {
 			EnvVar{"METRICSCALE_PUSH_TOKEN", strings.TrimRight(string(token), "\n")})
 	}
 	if c.Alive("metricscale-autoscaler") {
-		env = append(env, EnvVar{"METRICSCALE_AUTOSCALER_METRICS", local(AutoscalerPort, "/metrics")})
+		// HTTPS: /metrics is authorized by the API server (the admin credentials pass).
+		env = append(env, EnvVar{"METRICSCALE_AUTOSCALER_METRICS", secure(AutoscalerPort, "/metrics")})
 		if orDefault(st.Record, "true") == "true" {
 			// autoscaler record --server "$METRICSCALE_RECORD_SERVER" --certificate-authority "$METRICSCALE_RECORD_CA"
 			env = append(env, EnvVar{"METRICSCALE_RECORD_SERVER", secure(AutoscalerRecPort, "")},

@@ -243,7 +243,8 @@ func components() []*Component {
 		Enabled: func(c *Cluster) bool { return c.withAutoscaler() },
 		Prepare: mkdirs(inDir("autoscaler")),
 		Args:    autoscalerArgs,
-		Health:  probeURL(local(AutoscalerPort, "/readyz"), plainHTTP),
+		// Its probes are open to anyone over HTTPS, like kube-controller-manager's.
+		Health: probeURL(secure(AutoscalerPort, "/readyz"), insecureTLS),
 		// Its record port is only served with --record.
 		ReadyTimeout: 60 * time.Second, ReadyWhat: "healthy",
 	}, {

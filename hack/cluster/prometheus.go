@@ -163,12 +163,16 @@ func (c *Cluster) scrapeJobs(dir string) string {
 }
 
 // autoscalerMetrics returns the scheme and address of the autoscaler's /metrics, from the
-// flags it runs with.
+// flags it runs with: HTTPS with delegated authentication and authorization on
+// --bind-address, plain HTTP with --insecure-metrics.
 func (c *Cluster) autoscalerMetrics() (scheme, addr string) {
-	scheme, addr = "http", "127.0.0.1:"+strconv.Itoa(AutoscalerPort)
+	scheme, addr = "https", "127.0.0.1:"+strconv.Itoa(AutoscalerPort)
 	for _, a := range autoscalerArgs(c) {
 		if v, ok := strings.CutPrefix(a, "--bind-address="); ok {
 			addr = v
+		}
+		if a == "--insecure-metrics" || a == "--insecure-metrics=true" {
+			scheme = "http"
 		}
 	}
 	return scheme, addr
@@ -303,8 +307,9 @@ func (c *Cluster) StartPrometheus(ctx context.Context) error {
 	return nil
 }
 
-// The scraper's RBAC: manifests/monitoring's ClusterRole that may GET /metrics.
+// The scraper's RBAC: manifests/monitoring's ClusterRole that may GET /metrics (the file
+// also binds it to kube-prometheus' ServiceAccount, absent here).
 const (
-	scraperRBAC        = "manifests/monitoring/rbac.yaml"
-	scraperClusterRole = "metricscale-metrics-reader"
+	scraperRBAC        = "manifests/monitoring/scraper-rbac.yaml"
+	scraperClusterRole = "metricscale-metrics-scraper"
 )

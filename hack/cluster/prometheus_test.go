@@ -64,8 +64,8 @@ func TestPrometheusConfig(t *testing.T) {
 				if !strings.Contains(config, "credentials_file: "+filepath.Join(c.Dir, ScraperTokenFile)+"\n") {
 					t.Errorf("the adapter's job presents no scraper token:\n%s", config)
 				}
-				if !strings.Contains(config, "targets: ['127.0.0.1:6446']") {
-					t.Errorf("the autoscaler's job does not scrape its --bind-address:\n%s", config)
+				if !strings.Contains(config, "scheme: https\n    authorization:\n      credentials_file: "+filepath.Join(c.Dir, ScraperTokenFile)+"\n    tls_config:\n      insecure_skip_verify: true\n    static_configs:\n      - targets: ['127.0.0.1:6446']") {
+					t.Errorf("the autoscaler's job does not scrape its --bind-address over HTTPS with the token:\n%s", config)
 				}
 			}
 			promtool, err := exec.LookPath("promtool")

@@ -402,7 +402,7 @@ func TestAutoscalerFailover(t *testing.T) {
 	})
 	// The standby is ready (caches warm) but reconciles nothing.
 	Eventually(t, 30*time.Second, 200*time.Millisecond, "the standby's readiness", func(ctx context.Context) (bool, string, error) {
-		body, err := httpGet(ctx, "http://"+standbyAddr+"/readyz")
+		body, err := autoscalerGet(ctx, standbyAddr, "/readyz")
 		return err == nil, body, nil
 	})
 	pushDepth(t, queue, 30)
@@ -463,7 +463,7 @@ func httpGet(ctx context.Context, url string) (string, error) {
 // reconciles sums a controller's MetricAutoscaler reconciles from /metrics.
 func reconciles(t *testing.T, addr string) int {
 	t.Helper()
-	body, err := httpGet(context.Background(), "http://"+addr+"/metrics")
+	body, err := autoscalerGet(context.Background(), addr, "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

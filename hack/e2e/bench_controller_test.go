@@ -36,7 +36,7 @@ import (
 const (
 	kcmHPA        = "kube-controller-manager-hpa"
 	kcmHPAAddr    = "https://127.0.0.1:10258"
-	oursAddr      = "http://127.0.0.1:6446"
+	oursAddr      = "https://127.0.0.1:6446"
 	adapterAddr   = "https://127.0.0.1:6444"
 	kcmCounter    = "horizontal_pod_autoscaler_controller_reconciliations_total"
 	kcmDuration   = "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds"

@@ -355,7 +355,7 @@ func waitFeedConnected(t *testing.T, want bool) {
 		wantValue = "1"
 	}
 	Eventually(t, 60*time.Second, 50*time.Millisecond, "metricscale_autoscaler_change_feed_connected "+wantValue, func(ctx context.Context) (bool, string, error) {
-		body, err := httpGet(ctx, "http://127.0.0.1:6446/metrics")
+		body, err := autoscalerGet(ctx, autoscalerAddr, "/metrics")
 		if err != nil {
 			return false, "", err
 		}
@@ -372,7 +372,7 @@ func waitFeedConnected(t *testing.T, want bool) {
 // the autoscaler's /metrics; 0 when absent.
 func autoscalerCounter(t *testing.T, sample string) int {
 	t.Helper()
-	body, err := httpGet(context.Background(), "http://127.0.0.1:6446/metrics")
+	body, err := autoscalerGet(context.Background(), autoscalerAddr, "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,317 +1,284 @@
 package render
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
 
-// The observability pack's sources: the chart's files are the originals,
-// manifests/monitoring holds the same for kustomize users.
-const (
-	alertsFile        = chartDir + "/files/alerts.yaml"
-	dashboardFile     = chartDir + "/files/grafana-dashboard.json"
-	alertsManifest    = manifestsDir + "/monitoring/prometheusrule.yaml"
-	dashboardManifest = manifestsDir + "/monitoring/grafana-dashboard.json"
-	alertsUnitTests   = "testdata/alerts_test.yaml"
-)
-
-// promtool returns the path of Prometheus' promtool (Debian's prometheus
-// package ships it; .ci/run installs it with hack/cluster.sh
-// install-prometheus). Without it the test skips, but fails under CI.
-func promtool(t *testing.T) string {
+// endpoint returns the first scrape endpoint of a ServiceMonitor or
+// PodMonitor.
+func endpoint(t *testing.T, objs map[string]object, k string) map[string]any {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found and CI is set: .ci/run installs Debian's prometheus package (hack/cluster.sh install-prometheus), which ships it")
+	u := as[unstructured.Unstructured](t, objs, k)
+	field := "endpoints"
+	if u.GetKind() == "PodMonitor" {
+		field = "podMetricsEndpoints"
+	}
+	eps, _, _ := unstructured.NestedSlice(u.Object, "spec", field)
+	if len(eps) != 1 {
+		t.Fatalf("%s: %d endpoints, want 1", k, len(eps))
+	}
+	return eps[0].(map[string]any)
+}
+
+func str(m map[string]any, path ...string) string {
+	s, _, _ := unstructured.NestedString(m, path...)
+	return s
+}
+
+// monitoring are the value sets of metrics:, each linted
+// (TestMonitoringLint) and checked (TestMonitoring).
+var monitoring = []struct {
+	name  string
+	o     Options
+	check func(t *testing.T, objs map[string]object)
+}{
+	{"defaults: secure autoscaler, its Service, no monitors", Options{}, func(t *testing.T, objs map[string]object) {
+		c := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler").Spec.Template.Spec.Containers[0]
+		if slices.Contains(c.Args, "--insecure-metrics") || !slices.Contains(c.Args, "--bind-address=:8080") {
+			t.Errorf("autoscaler args %q: want --bind-address=:8080, secure", c.Args)
 		}
-		t.Skip("promtool not found (apt-get install prometheus): the alert rules and dashboard queries were not checked")
-	}
-	return p
-}
-
-func runPromtool(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(promtool(t), args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
-}
-
-func readYAML(t *testing.T, path string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v map[string]any
-	if err := yaml.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return v
-}
-
-// TestAlertRules checks the rules file and runs its unit tests, every alert
-// firing and not: promtool check rules and promtool test rules.
-func TestAlertRules(t *testing.T) {
-	t.Parallel()
-	abs, err := filepath.Abs(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runPromtool(t, ".", "check", "rules", abs)
-	runPromtool(t, "testdata", "test", "rules", filepath.Base(alertsUnitTests))
-
-	// Every alert of the file has a unit test that expects it to fire.
-	rules := readYAML(t, alertsFile)
-	tests := readYAML(t, alertsUnitTests)
-	fired := map[string]bool{}
-	for _, tc := range tests["tests"].([]any) {
-		for _, at := range tc.(map[string]any)["alert_rule_test"].([]any) {
-			at := at.(map[string]any)
-			if exp, _ := at["exp_alerts"].([]any); len(exp) > 0 {
-				fired[at["alertname"].(string)] = true
+		for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+				t.Errorf("autoscaler %s probe %+v: want HTTPS", name, p)
 			}
 		}
-	}
-	n := 0
-	for _, g := range rules["groups"].([]any) {
-		for _, r := range g.(map[string]any)["rules"].([]any) {
-			name, _ := r.(map[string]any)["alert"].(string)
-			n++
-			if !fired[name] {
-				t.Errorf("alert %s: %s has no case where it fires", name, alertsUnitTests)
-			}
+		s := as[corev1.Service](t, objs, "Service/metricscale/metricscale-autoscaler")
+		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8080 || s.Spec.Ports[0].TargetPort.String() != "metrics" || s.Spec.Selector["app.kubernetes.io/name"] != "metricscale-autoscaler" {
+			t.Errorf("autoscaler Service %+v", s.Spec)
 		}
-	}
-	if n == 0 {
-		t.Fatalf("%s has no rules", alertsFile)
-	}
-}
-
-// TestMonitoringManifests keeps manifests/monitoring equal to the chart's
-// files, and the chart's renders equal to both.
-func TestMonitoringManifests(t *testing.T) {
-	t.Parallel()
-	groups := readYAML(t, alertsFile)["groups"]
-	pr := readYAML(t, alertsManifest)
-	if diff := cmp.Diff(groups, pr["spec"].(map[string]any)["groups"]); diff != "" {
-		t.Errorf("%s's groups differ from %s (edit the chart's file, then copy its groups there) (-chart +manifests):\n%s", alertsManifest, alertsFile, diff)
-	}
-	dash, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cp, err := os.ReadFile(dashboardManifest); err != nil || !bytes.Equal(cp, dash) {
-		t.Errorf("%s differs from %s (%v): cp %[2]s %[1]s", dashboardManifest, dashboardFile, err)
-	}
-
-	// The chart with both on and the defaults: the kustomize base's
-	// PrometheusRule, with Helm's labels, and the dashboard as is.
-	objs := objects(t, Options{Set: []string{"prometheusRule.enabled=true", "grafanaDashboard.enabled=true"}})
-	got := as[unstructured.Unstructured](t, objs, "PrometheusRule/metricscale/metricscale")
-	if diff := cmp.Diff(pr["spec"], got.Object["spec"]); diff != "" {
-		t.Errorf("the chart's PrometheusRule differs from %s (-manifests +chart):\n%s", alertsManifest, diff)
-	}
-	cm := as[corev1.ConfigMap](t, objs, "ConfigMap/metricscale/metricscale-dashboard")
-	if got := cm.Data["metricscale.json"]; got != strings.TrimRight(string(dash), "\n") {
-		t.Errorf("the dashboard ConfigMap's metricscale.json is not %s", dashboardFile)
-	}
-	if cm.Labels["grafana_dashboard"] != "1" {
-		t.Errorf("dashboard ConfigMap labels %v: want the sidecar's grafana_dashboard=1", cm.Labels)
-	}
-}
-
-// TestMonitoringValues checks the prometheusRule and grafanaDashboard values.
-func TestMonitoringValues(t *testing.T) {
-	t.Parallel()
-	t.Run("off by default", func(t *testing.T) {
-		t.Parallel()
-		for k := range objects(t, Options{}) {
-			if strings.HasPrefix(k, "PrometheusRule/") || k == "ConfigMap/metricscale/metricscale-dashboard" {
+		as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding//metricscale-autoscaler:system:auth-delegator")
+		as[rbacv1.RoleBinding](t, objs, "RoleBinding/kube-system/metricscale-autoscaler-auth-reader")
+		for k := range objs {
+			if strings.Contains(k, "Monitor/") || strings.Contains(k, "metrics-scraper") {
 				t.Errorf("the defaults render %s", k)
 			}
 		}
-	})
-	t.Run("release names, namespaces, labels", func(t *testing.T) {
-		t.Parallel()
-		objs := objects(t, Options{ReleaseName: "prod", Set: []string{
-			"prometheusRule.enabled=true", "prometheusRule.namespace=monitoring", "prometheusRule.labels.release=kube-prometheus-stack",
-			"prometheusRule.annotations.team=platform",
-			"grafanaDashboard.enabled=true", "grafanaDashboard.namespace=grafana", "grafanaDashboard.labels.grafana_dashboard=yes",
-			"grafanaDashboard.annotations.grafana_folder=Autoscaling", "commonLabels.owner=sre",
-		}})
-		pr := as[unstructured.Unstructured](t, objs, "PrometheusRule/monitoring/prod-metricscale")
-		if l := pr.GetLabels(); l["release"] != "kube-prometheus-stack" || l["owner"] != "sre" || l["app.kubernetes.io/instance"] != "prod" {
-			t.Errorf("PrometheusRule labels %v", l)
+	}},
+	{"metrics.autoscaler.insecure", Options{Set: []string{"metrics.autoscaler.insecure=true", "metrics.serviceMonitor.enabled=true", "autoscaler.livenessProbe.httpGet.scheme=HTTPS"}}, func(t *testing.T, objs map[string]object) {
+		c := as[appsv1.Deployment](t, objs, "Deployment/metricscale/metricscale-autoscaler").Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--insecure-metrics") {
+			t.Errorf("autoscaler args %q: want --insecure-metrics", c.Args)
 		}
-		if a := pr.GetAnnotations(); a["team"] != "platform" {
-			t.Errorf("PrometheusRule annotations %v", a)
+		if p := c.ReadinessProbe; p == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTP {
+			t.Errorf("readiness probe %+v: want HTTP", p)
 		}
-		exprs := alertExprs(t, pr)
-		for _, job := range []string{`job="prod-metricscale-adapter"`, `job="prod-metricscale-autoscaler"`} {
-			if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, job) }) {
-				t.Errorf("no alert selects %s: %q", job, exprs)
+		// a scheme of the values' own stays
+		if p := c.LivenessProbe; p == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("liveness probe %+v: want the given HTTPS", p)
+		}
+		ep := endpoint(t, objs, "ServiceMonitor/metricscale/metricscale-autoscaler")
+		if ep["scheme"] != "http" || ep["authorization"] != nil || ep["tlsConfig"] != nil {
+			t.Errorf("insecure autoscaler endpoint %v: want plain http without credentials", ep)
+		}
+		if ep := endpoint(t, objs, "ServiceMonitor/metricscale/metricscale-adapter"); ep["scheme"] != "https" {
+			t.Errorf("adapter endpoint %v: want https", ep)
+		}
+	}},
+	{"metrics.serviceMonitor", Options{Set: []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.interval=15s", "metrics.serviceMonitor.labels.release=kube-prometheus"}}, func(t *testing.T, objs map[string]object) {
+		for _, c := range []struct{ name, port string }{{"metricscale-adapter", "https"}, {"metricscale-autoscaler", "metrics"}} {
+			k := "ServiceMonitor/metricscale/" + c.name
+			u := as[unstructured.Unstructured](t, objs, k)
+			if u.GetLabels()["release"] != "kube-prometheus" {
+				t.Errorf("%s labels %v: no release=kube-prometheus", k, u.GetLabels())
+			}
+			sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+			if sel["app.kubernetes.io/name"] != c.name || sel["app.kubernetes.io/instance"] != "metricscale" {
+				t.Errorf("%s selector %v", k, sel)
+			}
+			ep := endpoint(t, objs, k)
+			if ep["port"] != c.port || ep["path"] != "/metrics" || ep["scheme"] != "https" || ep["interval"] != "15s" {
+				t.Errorf("%s endpoint %v", k, ep)
+			}
+			if str(ep, "authorization", "type") != "Bearer" || str(ep, "authorization", "credentials", "name") != "metricscale-metrics-scraper-token" || str(ep, "authorization", "credentials", "key") != "token" {
+				t.Errorf("%s authorization %v: want the scraper's token Secret", k, ep["authorization"])
+			}
+			if skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); !skip {
+				t.Errorf("%s tlsConfig %v: want insecureSkipVerify (self-signed)", k, ep["tlsConfig"])
 			}
 		}
-		for _, e := range exprs {
-			if strings.Contains(e, `job="metricscale-`) {
-				t.Errorf("expr %q keeps the kustomize base's job", e)
+		// The Service each selects serves the port it names.
+		if s := as[corev1.Service](t, objs, "Service/metricscale/metricscale-adapter"); s.Spec.Ports[0].Name != "https" {
+			t.Errorf("adapter Service ports %+v", s.Spec.Ports)
+		}
+		role := as[rbacv1.ClusterRole](t, objs, "ClusterRole//metricscale-metrics-scraper")
+		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+			t.Errorf("metrics-scraper rules %+v", role.Rules)
+		}
+		b := as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding//metricscale-metrics-scraper:serviceaccount")
+		if b.RoleRef.Name != "metricscale-metrics-scraper" || len(b.Subjects) != 1 || b.Subjects[0].Name != "metricscale-metrics-scraper" || b.Subjects[0].Namespace != "metricscale" {
+			t.Errorf("scraper binding %+v", b)
+		}
+		as[corev1.ServiceAccount](t, objs, "ServiceAccount/metricscale/metricscale-metrics-scraper")
+		sec := as[corev1.Secret](t, objs, "Secret/metricscale/metricscale-metrics-scraper-token")
+		if sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != "metricscale-metrics-scraper" {
+			t.Errorf("scraper token Secret %+v", sec)
+		}
+	}},
+	{"metrics.podMonitor with a token Secret and a CA", Options{Values: map[string]any{"metrics": map[string]any{
+		"podMonitor":        map[string]any{"enabled": true, "scrapeTimeout": "5s"},
+		"bearerTokenSecret": map[string]any{"name": "prometheus-token", "key": "jwt"},
+		"tlsConfig":         map[string]any{"insecureSkipVerify": false, "ca": map[string]any{"secret": map[string]any{"name": "metricscale-adapter-tls", "key": "ca.crt"}}, "serverName": "metricscale-adapter.metricscale.svc"},
+	}}, Set: []string{"certs.mode=selfSigned"}}, func(t *testing.T, objs map[string]object) {
+		for _, c := range []struct{ name, port string }{{"metricscale-adapter", "https"}, {"metricscale-autoscaler", "metrics"}} {
+			k := "PodMonitor/metricscale/" + c.name
+			ep := endpoint(t, objs, k)
+			if ep["port"] != c.port || ep["scrapeTimeout"] != "5s" || str(ep, "authorization", "credentials", "name") != "prometheus-token" || str(ep, "authorization", "credentials", "key") != "jwt" {
+				t.Errorf("%s endpoint %v", k, ep)
+			}
+			if _, found, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); found || str(ep, "tlsConfig", "ca", "secret", "name") != "metricscale-adapter-tls" || str(ep, "tlsConfig", "serverName") != "metricscale-adapter.metricscale.svc" {
+				t.Errorf("%s tlsConfig %v", k, ep["tlsConfig"])
+			}
+			sel, _, _ := unstructured.NestedStringMap(as[unstructured.Unstructured](t, objs, k).Object, "spec", "selector", "matchLabels")
+			if sel["app.kubernetes.io/name"] != c.name {
+				t.Errorf("%s selector %v", k, sel)
 			}
 		}
-		cm := as[corev1.ConfigMap](t, objs, "ConfigMap/grafana/prod-metricscale-dashboard")
-		if cm.Labels["grafana_dashboard"] != "yes" || cm.Labels["owner"] != "sre" || cm.Annotations["grafana_folder"] != "Autoscaling" {
-			t.Errorf("dashboard ConfigMap labels %v annotations %v", cm.Labels, cm.Annotations)
-		}
-	})
-	t.Run("jobs", func(t *testing.T) {
-		t.Parallel()
-		objs := objects(t, Options{Set: []string{"prometheusRule.enabled=true", "prometheusRule.adapterJob=metricscale/adapter", "prometheusRule.autoscalerJob=metricscale/autoscaler"}})
-		exprs := alertExprs(t, as[unstructured.Unstructured](t, objs, "PrometheusRule/metricscale/metricscale"))
-		for _, want := range []string{`up{job="metricscale/adapter"} == 0`, `absent(up{job="metricscale/autoscaler"} == 1)`} {
-			if !slices.Contains(exprs, want) {
-				t.Errorf("no alert expr %s: %q", want, exprs)
+		// The pods' ports the PodMonitors name.
+		for k, port := range map[string]string{"Deployment/metricscale/metricscale-adapter": "https", "Deployment/metricscale/metricscale-autoscaler": "metrics"} {
+			ports := as[appsv1.Deployment](t, objs, k).Spec.Template.Spec.Containers[0].Ports
+			if !slices.ContainsFunc(ports, func(p corev1.ContainerPort) bool { return p.Name == port }) {
+				t.Errorf("%s has no port %s: %+v", k, port, ports)
 			}
 		}
-	})
-	t.Run("unknown keys refused", func(t *testing.T) {
-		t.Parallel()
-		for _, set := range []string{"prometheusRule.enable=true", "grafanaDashboard.label.x=y"} {
-			if _, err := Template(chartDir, Options{Set: []string{set}}); err == nil {
-				t.Errorf("--set %s: rendered, want a schema error", set)
+		// A token of the user's own: no scraper ServiceAccount.
+		for k := range objs {
+			if strings.Contains(k, "metrics-scraper") && !strings.HasPrefix(k, "ClusterRole/") {
+				t.Errorf("a given token Secret renders %s", k)
 			}
 		}
-	})
-}
-
-func alertExprs(t *testing.T, pr *unstructured.Unstructured) []string {
-	t.Helper()
-	groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
-	var exprs []string
-	for _, g := range groups {
-		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
-		for _, r := range rules {
-			e, _, _ := unstructured.NestedString(r.(map[string]any), "expr")
-			exprs = append(exprs, strings.TrimSpace(e))
+		as[rbacv1.ClusterRole](t, objs, "ClusterRole//metricscale-metrics-scraper")
+	}},
+	{"metrics.scraperRBAC bound to Prometheus's ServiceAccount", Options{Set: []string{"metrics.scraperRBAC.serviceAccount.name=prometheus-k8s", "metrics.scraperRBAC.serviceAccount.namespace=monitoring"}}, func(t *testing.T, objs map[string]object) {
+		as[rbacv1.ClusterRole](t, objs, "ClusterRole//metricscale-metrics-scraper")
+		b := as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding//metricscale-metrics-scraper")
+		if len(b.Subjects) != 1 || b.Subjects[0].Name != "prometheus-k8s" || b.Subjects[0].Namespace != "monitoring" || b.RoleRef.Name != "metricscale-metrics-scraper" {
+			t.Errorf("scraper binding %+v", b)
 		}
-	}
-	if len(exprs) == 0 {
-		t.Fatal("the PrometheusRule has no rules")
-	}
-	return exprs
+	}},
+	{"metrics.scraperRBAC.create alone, renamed release", Options{ReleaseName: "prod", Set: []string{"metrics.scraperRBAC.create=true"}}, func(t *testing.T, objs map[string]object) {
+		as[rbacv1.ClusterRole](t, objs, "ClusterRole//prod-metricscale-metrics-scraper")
+		for k := range objs {
+			if strings.HasPrefix(k, "ClusterRoleBinding//prod-metricscale-metrics-scraper") {
+				t.Errorf("no ServiceAccount given, yet %s", k)
+			}
+		}
+	}},
+	{"monitors without the autoscaler, rbac.create=false", Options{Set: []string{"autoscaler.enabled=false", "metrics.serviceMonitor.enabled=true", "rbac.create=false"}}, func(t *testing.T, objs map[string]object) {
+		as[unstructured.Unstructured](t, objs, "ServiceMonitor/metricscale/metricscale-adapter")
+		for k := range objs {
+			if strings.Contains(k, "metricscale-autoscaler") || strings.HasPrefix(k, "ClusterRole") {
+				t.Errorf("renders %s", k)
+			}
+		}
+		// The scraper and its token stay: bind them yourself.
+		as[corev1.Secret](t, objs, "Secret/metricscale/metricscale-metrics-scraper-token")
+	}},
 }
 
-// dashboard is the part of a Grafana dashboard the tests read.
-type dashboard struct {
-	UID        string  `json:"uid"`
-	Panels     []panel `json:"panels"`
-	Templating struct {
-		List []struct {
-			Name string `json:"name"`
-			Type string `json:"type"`
-		} `json:"list"`
-	} `json:"templating"`
-}
-
-type panel struct {
-	ID         int     `json:"id"`
-	Type       string  `json:"type"`
-	Title      string  `json:"title"`
-	Panels     []panel `json:"panels"` // a collapsed row's
-	Datasource *struct {
-		UID string `json:"uid"`
-	} `json:"datasource"`
-	Targets []struct {
-		Expr  string `json:"expr"`
-		RefID string `json:"refId"`
-	} `json:"targets"`
-}
-
-var dashboardVar = regexp.MustCompile(`\$\{?(\w+)\}?`)
-
-// TestDashboard checks the dashboard's structure, and that every panel query
-// is valid PromQL once its variables are substituted (promtool check rules of
-// a recording rule each). The e2e suite (TestDashboardPanels) runs them on
-// the local cluster's Prometheus.
-func TestDashboard(t *testing.T) {
+func TestMonitoring(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(dashboardFile)
+	for _, tc := range monitoring {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t, objects(t, tc.o))
+		})
+	}
+}
+
+func TestMonitoringLint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range monitoring {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Lint(chartDir, tc.o); err != nil {
+				t.Fatalf("lint: %v", err)
+			}
+		})
+	}
+}
+
+// TestMonitoringInvalidValues: the metrics: block refuses unknown keys and
+// wrong types, naming them.
+func TestMonitoringInvalidValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"misspelt key", []string{"metrics.serviceMonitor.enable=true"}, "'enable' not allowed"},
+		{"unknown metrics key", []string{"metrics.insecure=true"}, "'insecure' not allowed"},
+		{"insecure not a boolean", []string{"metrics.autoscaler.insecure=yes"}, "/metrics/autoscaler/insecure"},
+		{"empty token key", []string{"metrics.bearerTokenSecret.key="}, "/metrics/bearerTokenSecret/key"},
+		{"labels not strings", []string{"metrics.podMonitor.labels.a.b=c"}, "/metrics/podMonitor/labels/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Template(chartDir, Options{Set: tc.set})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("template error %v, want one containing %q", err, tc.want)
+			}
+			if _, err := Lint(chartDir, Options{Set: tc.set}); err == nil {
+				t.Error("lint passes")
+			}
+		})
+	}
+}
+
+// TestMonitoringKustomization: manifests/monitoring builds; its ClusterRole
+// is the chart's (metrics.scraperRBAC.create); each ServiceMonitor selects
+// a Service of the base that serves the port it names, over https with a
+// bearer token.
+func TestMonitoringKustomization(t *testing.T) {
+	t.Parallel()
+	out, err := Kustomize(manifestsDir + "/monitoring")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d dashboard
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
+	mon := parse(t, "kustomize build manifests/monitoring", out)
+	base, err := Kustomize(manifestsDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d.UID == "" {
-		t.Error("the dashboard has no uid")
+	objs := parse(t, "kustomize build manifests", base)
+	chart := objects(t, Options{Set: []string{"metrics.scraperRBAC.create=true"}})
+
+	role := as[rbacv1.ClusterRole](t, mon, "ClusterRole//metricscale-metrics-scraper")
+	if want := as[rbacv1.ClusterRole](t, chart, "ClusterRole//metricscale-metrics-scraper"); !slices.EqualFunc(role.Rules, want.Rules, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(a.NonResourceURLs, b.NonResourceURLs) && slices.Equal(a.Verbs, b.Verbs) && len(a.Resources) == 0 && len(b.Resources) == 0
+	}) {
+		t.Errorf("manifests/monitoring's rules %+v, the chart's %+v", role.Rules, want.Rules)
 	}
-	vars := map[string]bool{"__rate_interval": true, "__interval": true, "__range": true}
-	for _, v := range d.Templating.List {
-		vars[v.Name] = true
+	b := as[rbacv1.ClusterRoleBinding](t, mon, "ClusterRoleBinding//metricscale-metrics-scraper")
+	if b.RoleRef.Name != role.Name || len(b.Subjects) != 1 {
+		t.Errorf("binding %+v", b)
 	}
-	var rules []map[string]string
-	ids := map[int]string{}
-	var walk func(ps []panel)
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			if prev, dup := ids[p.ID]; dup {
-				t.Errorf("panels %q and %q share id %d", prev, p.Title, p.ID)
-			}
-			ids[p.ID] = p.Title
-			if p.Type == "row" {
-				walk(p.Panels)
+	for _, name := range []string{"metricscale-adapter", "metricscale-autoscaler"} {
+		k := "ServiceMonitor/metricscale/" + name
+		ep := endpoint(t, mon, k)
+		if ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
+			t.Errorf("%s endpoint %v: want https with Prometheus's token", k, ep)
+		}
+		sel, _, _ := unstructured.NestedStringMap(as[unstructured.Unstructured](t, mon, k).Object, "spec", "selector", "matchLabels")
+		served := false
+		for sk := range objs {
+			if !strings.HasPrefix(sk, "Service/metricscale/") {
 				continue
 			}
-			if p.Title == "" || len(p.Targets) == 0 {
-				t.Errorf("panel %d (%q): want a title and queries", p.ID, p.Title)
-			}
-			if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
-				t.Errorf("panel %q: datasource %+v, want the ${datasource} variable", p.Title, p.Datasource)
-			}
-			for _, tg := range p.Targets {
-				for _, m := range dashboardVar.FindAllStringSubmatch(tg.Expr, -1) {
-					if !vars[m[1]] {
-						t.Errorf("panel %q query %s: no variable %s", p.Title, tg.RefID, m[0])
-					}
-				}
-				expr := dashboardVar.ReplaceAllStringFunc(tg.Expr, func(v string) string {
-					if strings.HasPrefix(strings.Trim(v, "${}"), "__") {
-						return "1m"
-					}
-					return ".*"
-				})
-				rules = append(rules, map[string]string{"record": fmt.Sprintf("panel_%d_%s", p.ID, tg.RefID), "expr": expr})
+			s := as[corev1.Service](t, objs, sk)
+			if s.Labels["app.kubernetes.io/name"] == sel["app.kubernetes.io/name"] && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep["port"] }) {
+				served = true
 			}
 		}
+		if !served {
+			t.Errorf("%s: no Service of manifests/ labelled %v serves port %v", k, sel, ep["port"])
+		}
 	}
-	walk(d.Panels)
-	if len(rules) == 0 {
-		t.Fatal("the dashboard has no queries")
-	}
-	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "dashboard-queries.yaml")
-	if err := os.WriteFile(file, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runPromtool(t, ".", "check", "rules", file)
 }

@@ -69,6 +69,18 @@ app.kubernetes.io/part-of: metricscale
 {{ include "metricscale.helmLabels" . }}
 {{- end -}}
 
+{{/*
+An autoscaler probe: an httpGet without a scheme gets the one of port 8080,
+HTTPS unless metrics.autoscaler.insecure; (dict "probe" . "root" $)
+*/}}
+{{- define "metricscale.autoscaler.probe" -}}
+{{- $p := deepCopy .probe -}}
+{{- if and (hasKey $p "httpGet") (not (hasKey $p.httpGet "scheme")) -}}
+{{- $_ := set $p.httpGet "scheme" (ternary "HTTP" "HTTPS" .root.Values.metrics.autoscaler.insecure) -}}
+{{- end -}}
+{{- toYaml $p -}}
+{{- end -}}
+
 {{/* image: repository and tag of one component; (dict "root" $ "component" "adapter") */}}
 {{- define "metricscale.image" -}}
 {{- $v := index .root.Values .component -}}
