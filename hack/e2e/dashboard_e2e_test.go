@@ -50,9 +50,8 @@ type grafanaVariable struct {
 	Name     string `json:"name"`
 	Type     string `json:"type"`
 	AllValue string `json:"allValue"`
-	Query    struct {
-		Query string `json:"query"`
-	} `json:"query"`
+	// A query variable's is {"query": ...}; a data source variable's, its type.
+	Query json.RawMessage `json:"query"`
 }
 
 // panelQuery is one query of one panel.
@@ -121,9 +120,15 @@ func TestDashboardPanels(t *testing.T) {
 		if v.Type != "query" {
 			continue
 		}
-		m := labelValues.FindStringSubmatch(v.Query.Query)
+		var query struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(v.Query, &query); err != nil {
+			t.Fatalf("variable %s: query %s: %v", v.Name, v.Query, err)
+		}
+		m := labelValues.FindStringSubmatch(query.Query)
 		if m == nil {
-			t.Fatalf("variable %s: query %q is not label_values(metric, label)", v.Name, v.Query.Query)
+			t.Fatalf("variable %s: query %q is not label_values(metric, label)", v.Name, query.Query)
 		}
 		selector, label := substitute(m[1], values), m[2]
 		var got []string
