@@ -62,7 +62,9 @@ func isExecutable(path string) bool {
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
-// writePrometheusConfig writes DIR/prometheus/prometheus.yml: scrape hack/exporter every second.
+// writePrometheusConfig writes DIR/prometheus/prometheus.yml: scrape hack/exporter every
+// second and, when they run, the metricscale adapter and autoscaler (scrapeJobs), with
+// metricscale's alert rules loaded (alertsFile).
 func (c *Cluster) writePrometheusConfig() error {
 	dir := filepath.Join(c.Dir, "prometheus")
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
@@ -73,14 +75,148 @@ global:
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
-scrape_configs:
+`
+	rules, err := c.copyAlertRules(dir)
+	if err != nil {
+		return err
+	}
+	if rules != "" {
+		config += "rule_files:\n- " + rules + "\n"
+	}
+	// Until writeScraperToken writes the token, an empty one: the scrapes of the adapter
+	// fail (401) instead of the config (which names the file).
+	if token := filepath.Join(c.Dir, ScraperTokenFile); c.withAdapter() && !fileExists(token) {
+		if err := writeFileAtomic(token, nil, 0o600); err != nil {
+			return err
+		}
+	}
+	config += `scrape_configs:
   - job_name: exporter
     # The labels the tests set (and the exporter's pod and node labels) stay as they are.
     honor_labels: true
     static_configs:
       - targets: ['127.0.0.1:` + strconv.Itoa(ExporterPort) + `']
-`
+` + c.scrapeJobs(dir)
 	return writeFileAtomic(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644)
+}
+
+// alertsFile is metricscale's alert rules (the chart's PrometheusRule), which the
+// cluster's Prometheus evaluates: the dashboard e2e test checks they evaluate on the
+// real series.
+const alertsFile = "manifests/chart/files/alerts.yaml"
+
+// copyAlertRules copies alertsFile into dir and returns the copy's path, or "" when the
+// checkout has none or the cluster runs no adapter.
+func (c *Cluster) copyAlertRules(dir string) (string, error) {
+	src := filepath.Join(c.RepoRoot, alertsFile)
+	if !c.withAdapter() || !fileExists(src) {
+		return "", nil
+	}
+	dst := filepath.Join(dir, "alerts.yaml")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	return dst, writeFileAtomic(dst, data, 0o644)
+}
+
+// ScraperTokenFile is the bearer token Prometheus presents to the adapter and the
+// autoscaler (in the state folder): ServiceAccount metricscale/metricscale-scraper's,
+// bound to the scraper ClusterRole of manifests/monitoring (writeScraperToken).
+const ScraperTokenFile = "prometheus/scraper-token"
+
+// scrapeJobs are the scrape jobs of the metricscale adapter and autoscaler, named as
+// their Services in manifests/ (the jobs the alert rules select): every 5 s, with the
+// scraper's token. The adapter serves /metrics on its secure port, behind delegated
+// authentication and authorization; the autoscaler as its flags say (autoscalerMetrics).
+// Both certificates are self-signed by the processes on 127.0.0.1, which is what
+// insecure_skip_verify trusts here: the loopback address of this machine. Prometheus
+// reads the token file at each scrape.
+func (c *Cluster) scrapeJobs(dir string) string {
+	token := filepath.Join(dir, "scraper-token")
+	job := func(name, scheme, target string) string {
+		s := `  - job_name: ` + name + `
+    scrape_interval: 5s
+    scrape_timeout: 4s
+    scheme: ` + scheme + `
+`
+		if scheme == "https" {
+			s += `    authorization:
+      credentials_file: ` + token + `
+    tls_config:
+      insecure_skip_verify: true
+`
+		}
+		return s + `    static_configs:
+      - targets: ['` + target + `']
+`
+	}
+	var jobs string
+	if c.withAdapter() {
+		jobs += job("metricscale-adapter", "https", "127.0.0.1:"+strconv.Itoa(AdapterPort))
+	}
+	if c.withAutoscaler() {
+		scheme, target := c.autoscalerMetrics()
+		jobs += job("metricscale-autoscaler", scheme, target)
+	}
+	return jobs
+}
+
+// autoscalerMetrics returns the scheme and address of the autoscaler's /metrics, from the
+// flags it runs with: HTTPS with delegated authentication and authorization on
+// --bind-address, plain HTTP with --insecure-metrics.
+func (c *Cluster) autoscalerMetrics() (scheme, addr string) {
+	scheme, addr = "https", "127.0.0.1:"+strconv.Itoa(AutoscalerPort)
+	for _, a := range autoscalerArgs(c) {
+		if v, ok := strings.CutPrefix(a, "--bind-address="); ok {
+			addr = v
+		}
+		if a == "--insecure-metrics" || a == "--insecure-metrics=true" {
+			scheme = "http"
+		}
+	}
+	return scheme, addr
+}
+
+// writeScraperToken creates ServiceAccount metricscale/metricscale-scraper, binds it to
+// the scraper ClusterRole of manifests/monitoring (Kubernetes' system:monitoring in a
+// checkout without it) and writes a token of it to ScraperTokenFile.
+func (c *Cluster) writeScraperToken(ctx context.Context) error {
+	const ns, sa = "metricscale", "metricscale-scraper"
+	role := "system:monitoring" // Kubernetes' own: GET on /metrics, /livez, /readyz
+	if fileExists(filepath.Join(c.RepoRoot, scraperRBAC)) {
+		if err := c.applyFile(ctx, scraperRBAC, "metricscale-scraper-rbac.log"); err != nil {
+			return err
+		}
+		role = scraperClusterRole
+	}
+	manifests := `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: ` + sa + `
+  namespace: ` + ns + `
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: ` + sa + `
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: ` + role + `
+subjects:
+- kind: ServiceAccount
+  name: ` + sa + `
+  namespace: ` + ns + `
+`
+	if err := c.apply(ctx, manifests); err != nil {
+		return fmt.Errorf("the scraper's ServiceAccount and binding: %w", err)
+	}
+	token, err := c.kubectlStdout(ctx, "-n", ns, "create", "token", sa, "--duration=24h")
+	if err != nil {
+		return fmt.Errorf("could not create a token for ServiceAccount %s/%s: %w", ns, sa, err)
+	}
+	return writeFileAtomic(filepath.Join(c.Dir, ScraperTokenFile), []byte(token), 0o600)
 }
 
 // startPrometheus starts Prometheus on the data in DIR/prometheus/data (kept by
@@ -170,3 +306,10 @@ func (c *Cluster) StartPrometheus(ctx context.Context) error {
 	c.logf("    prometheus ready in %s", secs(time.Since(t0)))
 	return nil
 }
+
+// The scraper's RBAC: manifests/monitoring's ClusterRole that may GET /metrics (the file
+// also binds it to kube-prometheus' ServiceAccount, absent here).
+const (
+	scraperRBAC        = "manifests/monitoring/scraper-rbac.yaml"
+	scraperClusterRole = "metricscale-metrics-scraper"
+)

@@ -65,6 +65,7 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 		{c.upScrape, func() bool { return c.Prometheus }},
 		{c.upAdapter, c.withAdapter},
 		{c.upAutoscaler, c.withAutoscaler},
+		{c.upScraper, func() bool { return c.Prometheus && c.withAdapter() }},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -438,6 +439,16 @@ func (c *Cluster) upAutoscaler(ctx context.Context) error {
 		return err
 	}
 	c.phaseEnd("metricscale-autoscaler")
+	return nil
+}
+
+// upScraper gives Prometheus the token it scrapes the adapter and the autoscaler with.
+func (c *Cluster) upScraper(ctx context.Context) error {
+	c.phaseBegin("prometheus' scraper token (ServiceAccount metricscale-scraper)")
+	if err := c.writeScraperToken(ctx); err != nil {
+		return err
+	}
+	c.phaseEnd("scraper token")
 	return nil
 }
 

@@ -52,6 +52,8 @@ var matrix = []struct {
 	{"change feed, unverified", []string{"autoscaler.changeFeed.enabled=true", "autoscaler.changeFeed.insecureSkipTLSVerify=true"}},
 	{"prometheus-adapter layout", []string{"prometheus.url=http://prometheus.monitoring.svc", "adapter.push.enabled=false"}},
 	{"prometheus-adapter layout, no port", []string{"prometheus.url=http://prometheus.monitoring.svc:9090", "prometheus.port=null", "adapter.push.enabled=false"}},
+	{"prometheusRule", []string{"prometheusRule.enabled=true", "prometheusRule.namespace=monitoring", "prometheusRule.labels.release=kube-prometheus-stack"}},
+	{"grafanaDashboard", []string{"grafanaDashboard.enabled=true", "grafanaDashboard.annotations.grafana_folder=Autoscaling"}},
 }
 
 // testCABundle is a real CA certificate, base64 (certs.provided.caBundle).
