@@ -132,6 +132,10 @@ var monitoring = []struct {
 			if ep["port"] != c.port || ep["scrapeTimeout"] != "5s" || str(ep, "authorization", "credentials", "name") != "prometheus-token" || str(ep, "authorization", "credentials", "key") != "jwt" {
 				t.Errorf("%s endpoint %v", k, ep)
 			}
+			// The autoscaler's per-object namespace label stays namespace.
+			if honor, _ := ep["honorLabels"].(bool); honor != (c.name == "metricscale-autoscaler") {
+				t.Errorf("%s honorLabels %v", k, ep["honorLabels"])
+			}
 			if _, found, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); found || str(ep, "tlsConfig", "ca", "secret", "name") != "metricscale-adapter-tls" || str(ep, "tlsConfig", "serverName") != "metricscale-adapter.metricscale.svc" {
 				t.Errorf("%s tlsConfig %v", k, ep["tlsConfig"])
 			}
@@ -265,6 +269,9 @@ func TestMonitoringKustomization(t *testing.T) {
 		ep := endpoint(t, mon, k)
 		if ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
 			t.Errorf("%s endpoint %v: want https with Prometheus's token", k, ep)
+		}
+		if honor, _ := ep["honorLabels"].(bool); honor != (name == "metricscale-autoscaler") {
+			t.Errorf("%s honorLabels %v: the autoscaler's per-object namespace label must stay namespace", k, ep["honorLabels"])
 		}
 		sel, _, _ := unstructured.NestedStringMap(as[unstructured.Unstructured](t, mon, k).Object, "spec", "selector", "matchLabels")
 		served := false
