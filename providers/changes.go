@@ -1,5 +1,10 @@
 package providers
 
+import (
+	"sort"
+	"strings"
+)
+
 // Change tells that the value of a series changed, appeared or went away, so
 // that whoever reads the metric can read it again now rather than at its
 // next period. Providers that know the moment a value changes (pushed
@@ -35,4 +40,22 @@ type ChangeSink interface {
 type ChangeAudience interface {
 	// Subscribers is the number of listeners now.
 	Subscribers() int
+}
+
+// LabelsKey is a canonical string of a label set: equal sets give equal keys,
+// so a change and the series it names can be matched as map keys.
+func LabelsKey(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0xff)
+		b.WriteString(l[k])
+		b.WriteByte(0xfe)
+	}
+	return b.String()
 }

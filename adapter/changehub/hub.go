@@ -14,8 +14,6 @@
 package changehub
 
 import (
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/metricscale/metricscale/providers"
@@ -201,27 +199,10 @@ func newChange(c providers.Change) change {
 	ch := change{metricKey: c.Kind + "\x00" + c.Namespace + "\x00" + c.Metric}
 	if !c.All {
 		ev.Labels = c.Labels
-		ch.seriesKey = labelsKey(c.Labels)
+		ch.seriesKey = providers.LabelsKey(c.Labels)
 	}
 	ch.ev = ev
 	return ch
-}
-
-// labelsKey is a canonical string of a label set.
-func labelsKey(l map[string]string) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(0xff)
-		b.WriteString(l[k])
-		b.WriteByte(0xfe)
-	}
-	return b.String()
 }
 
 // Subscription is one subscriber's queue of pending changes.

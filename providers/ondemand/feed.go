@@ -215,7 +215,7 @@ func snapshot(m *Metric, series []Series) (map[string]float64, map[string]map[st
 	labels := make(map[string]map[string]string, len(series))
 	for _, s := range series {
 		l := m.seriesLabels(s)
-		k := labelsKey(l)
+		k := providers.LabelsKey(l)
 		values[k], labels[k] = s.Value, l
 	}
 	return values, labels

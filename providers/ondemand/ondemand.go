@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,23 +242,6 @@ func (p *Provider) read(ctx context.Context, m *Metric) (reading, error) {
 		}
 		return reading{series: s, at: p.clock.Now()}, err
 	})
-}
-
-// labelsKey is a canonical string of a label set.
-func labelsKey(l map[string]string) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(0xff)
-		b.WriteString(l[k])
-		b.WriteByte(0xfe)
-	}
-	return b.String()
 }
 
 // sortByLabels orders items by their labels as labels.Set.String() renders
