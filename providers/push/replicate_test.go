@@ -67,6 +67,17 @@ func newReplica(t *testing.T) *replica {
 	return rp
 }
 
+// proxyTo puts a fault-injecting proxy in front of r, closed when the test ends.
+func proxyTo(t *testing.T, r *replica) *replicationtest.Proxy {
+	t.Helper()
+	px, err := replicationtest.NewProxy(r.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	return px
+}
+
 // reset gives the replica a new, empty store and replicator (a restart).
 func (rp *replica) reset() {
 	if rp.cancel != nil {
@@ -184,11 +195,7 @@ func TestForwardingReachesEveryReplicaOnce(t *testing.T) {
 func TestSlowForwardDoesNotWinOverANewerPush(t *testing.T) {
 	t.Parallel()
 	a, b := newReplica(t), newReplica(t)
-	slow, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
+	slow := proxyTo(t, b)
 	slow.Set(replicationtest.Faults{Delay: 300 * time.Millisecond})
 	a.peers.set(slow.Addr())
 	b.peers.set(a.addr())
@@ -211,11 +218,7 @@ func TestSlowForwardDoesNotWinOverANewerPush(t *testing.T) {
 func TestRefusedForwardsAreRetried(t *testing.T) {
 	t.Parallel()
 	a, b := newReplica(t), newReplica(t)
-	px, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := proxyTo(t, b)
 	px.Set(replicationtest.Faults{TooMany: 1})
 	a.peers.set(px.Addr())
 	a.start()
@@ -331,11 +334,7 @@ func TestHungPeerCostsBoundedConnectionsAndGoroutines(t *testing.T) {
 func TestQueueOverflowFallsBackToAFullCopy(t *testing.T) {
 	t.Parallel()
 	a, b := newReplica(t), newReplica(t)
-	px, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := proxyTo(t, b)
 	px.Set(replicationtest.Faults{Partitioned: true})
 	a.r.MaxQueuedSeries = 10
 	a.peers.set(px.Addr())
@@ -363,11 +362,7 @@ func TestNewReplicaCopiesStateBeforeReady(t *testing.T) {
 		fmt.Fprintf(&body, "q{i=\"%d\"} %d\n", i, i)
 	}
 	a.push(body.String())
-	slow, err := replicationtest.NewProxy(a.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
+	slow := proxyTo(t, a)
 	slow.Set(replicationtest.Faults{Delay: 200 * time.Millisecond})
 	b := newReplica(t)
 	b.peers.set(slow.Addr(), b.addr())
@@ -499,11 +494,7 @@ func TestHoldCoversForwarding(t *testing.T) {
 	t.Parallel()
 	b := newReplica(t)
 	b.start()
-	px, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := proxyTo(t, b)
 	a := newReplica(t)
 	a.peers.set(px.Addr())
 	a.r.HoldMax = time.Hour
@@ -576,11 +567,7 @@ func TestHoldCoversForwarding(t *testing.T) {
 func TestFlushWaitsForInFlightForwards(t *testing.T) {
 	t.Parallel()
 	a, b := newReplica(t), newReplica(t)
-	slow, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
+	slow := proxyTo(t, b)
 	a.peers.set(slow.Addr())
 	a.start()
 	eventually(t, "A met B", func() bool { return a.delivered(slow.Addr()) })
@@ -600,11 +587,7 @@ func TestFlushWaitsForInFlightForwards(t *testing.T) {
 func TestFlushIsBounded(t *testing.T) {
 	t.Parallel()
 	a, b := newReplica(t), newReplica(t)
-	px, err := replicationtest.NewProxy(b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := proxyTo(t, b)
 	a.peers.set(px.Addr())
 	a.start()
 	eventually(t, "A met B", func() bool { return a.delivered(px.Addr()) })
