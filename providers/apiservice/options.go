@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metricscale/metricscale/providers/ondemand"
 	"github.com/metricscale/metricscale/providers/options"
 )
 
@@ -67,6 +68,11 @@ type Options struct {
 	// External is the external.metrics.k8s.io version: v1beta1 (the
 	// default) or disabled.
 	External string `json:"external,omitempty"`
+
+	// The change feed: while autoscalers subscribe to it, the External
+	// queries they make are asked again every feedPollInterval and their
+	// changes published (see ondemand.QueryFeed).
+	ondemand.FeedOptions
 }
 
 // settings are Options validated, with defaults applied.
@@ -92,6 +98,7 @@ func validate(field string, o Options) (*settings, error) {
 	var errs options.Errors
 	f := func(name string) string { return field + "." + name }
 	s := &settings{Options: o, timeout: DefaultTimeout, discoveryInterval: DefaultDiscoveryInterval}
+	o.FeedOptions.Validate(field, &errs)
 
 	switch u, err := url.Parse(o.URL); {
 	case o.URL == "":

@@ -77,6 +77,7 @@ func (Factory) New(name string, raw json.RawMessage, deps providers.Deps) (provi
 		return nil, fmt.Errorf("apiservice provider %q: %w", name, err)
 	}
 	p := newProvider(name, s, deps.Clock)
+	p.feed = ondemand.NewQueryFeed(name, deps.Changes, s.Feed(), p.clock, p.externalMetric)
 	klog.InfoS("Federating metrics to a remote adapter", "provider", name, "remote", s.describe(), "discoveryInterval", s.discoveryInterval)
 	switch {
 	case s.custom == VersionDisabled:
@@ -108,6 +109,7 @@ type Provider struct {
 	clock   clock.PassiveClock
 	answers *ondemand.Loader[[]byte]
 	calls   atomic.Uint64
+	feed    *ondemand.QueryFeed // nil: no change feed polling
 
 	disc      atomic.Pointer[discovery]
 	refreshMu sync.Mutex
@@ -175,8 +177,12 @@ type discovery struct {
 const retryInterval = 10 * time.Second
 
 // Run refreshes discovery now and every discoveryInterval (sooner after a
-// failure) until ctx is done.
+// failure) until ctx is done; with a change feed, it polls the subscribers'
+// External queries meanwhile.
 func (p *Provider) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { p.feed.Run(ctx) })
 	failing := false
 	for {
 		next := p.s.discoveryInterval
@@ -551,6 +557,14 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 
 // GetExternalMetric implements providers.ExternalProvider.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	list, err := p.externalMetric(ctx, namespace, metricSelector, info)
+	if err == nil {
+		p.feed.Queried(ctx, namespace, metricSelector, info.Metric, list)
+	}
+	return list, err
+}
+
+func (p *Provider) externalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info providers.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
 	q := query{metric: info.Metric, what: fmt.Sprintf("namespace %q", namespace)}
 	params := url.Values{}
 	if metricSelector != nil && !metricSelector.Empty() {

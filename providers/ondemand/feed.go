@@ -295,13 +295,19 @@ func (p *Provider) Run(ctx context.Context) {
 		return
 	}
 	defer feedPolledMetrics.DeleteLabelValues(p.name)
+	every(ctx, p.clock, f.cfg.Interval, p.Poll)
+}
+
+// every calls fn every interval of clk (a fake clock's ticker in tests)
+// until ctx is done.
+func every(ctx context.Context, clk clock.PassiveClock, interval time.Duration, fn func(context.Context)) {
 	var tick <-chan time.Time
-	if c, ok := p.clock.(clock.WithTicker); ok {
-		t := c.NewTicker(f.cfg.Interval)
+	if c, ok := clk.(clock.WithTicker); ok {
+		t := c.NewTicker(interval)
 		defer t.Stop()
 		tick = t.C()
 	} else {
-		t := time.NewTicker(f.cfg.Interval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -310,7 +316,7 @@ func (p *Provider) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			p.Poll(ctx)
+			fn(ctx)
 		}
 	}
 }

@@ -42,7 +42,9 @@ func WithMaxAge(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxAgeKey{}, d)
 }
 
-func maxAgeOf(ctx context.Context) (time.Duration, bool) {
+// MaxAge is WithMaxAge's bound in ctx, if any: a provider with a cache of
+// its own honours it as a Loader does.
+func MaxAge(ctx context.Context) (time.Duration, bool) {
 	d, ok := ctx.Value(maxAgeKey{}).(time.Duration)
 	return d, ok
 }
@@ -69,7 +71,7 @@ func (l *Loader[T]) Get(ctx context.Context, key string, load func(context.Conte
 
 // GetTTL is Get with the TTL of this key's next load.
 func (l *Loader[T]) GetTTL(ctx context.Context, key string, ttl time.Duration, load func(context.Context) (T, error)) (T, error) {
-	maxAge, bounded := maxAgeOf(ctx)
+	maxAge, bounded := MaxAge(ctx)
 	l.mu.Lock()
 	now := l.clock.Now()
 	e := l.entries[key]

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/metricscale/metricscale/providers/ondemand"
 	"github.com/metricscale/metricscale/providers/options"
 )
 
@@ -119,10 +120,15 @@ func (c *client) query(ctx context.Context, q string) (pmodel.Value, error) {
 // starts a new one.
 func (c *client) queryResult(ctx context.Context, q string) (*result, error) {
 	if c.cacheTTL > 0 {
+		ttl := c.cacheTTL
+		// The change feed's poll takes a cached answer only if recent.
+		if d, ok := ondemand.MaxAge(ctx); ok && d < ttl {
+			ttl = d
+		}
 		c.mu.Lock()
 		r, ok := c.cache[q]
 		c.mu.Unlock()
-		if ok && c.clock.Since(r.at) < c.cacheTTL {
+		if ok && c.clock.Since(r.at) < ttl {
 			return r.res, nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metricscale/metricscale/providers/ondemand"
 	"github.com/metricscale/metricscale/providers/options"
 	"github.com/metricscale/metricscale/providers/prometheus/rules"
 )
@@ -74,6 +75,12 @@ type Options struct {
 	// relist interval, never below it).
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 
+	// The change feed: while autoscalers subscribe to it, the External
+	// queries they make are asked again every feedPollInterval and their
+	// changes published (feedPollInterval, feedMaxPolledMetrics; see
+	// ondemand.QueryFeed).
+	ondemand.FeedOptions
+
 	// The rules, in prometheus-adapter's format.
 	rules.Config
 }
@@ -130,6 +137,7 @@ func validate(field string, o Options) (*settings, error) {
 	default:
 		bad("verb", "must be GET or POST, got %q", o.Verb)
 	}
+	o.FeedOptions.Validate(field, &errs)
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		bad("certFile", "certFile and keyFile go together")
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/ondemand"
 )
 
 var (
@@ -362,6 +363,35 @@ func TestQueryCache(t *testing.T) {
 		}
 		if got := f.queries.Load(); got != tc.want {
 			t.Errorf("options {%s}: %d PromQL calls for 3 queries, want %d", tc.extra, got, tc.want)
+		}
+	}
+}
+
+// TestQueryCacheMaxAge: a read under ondemand.WithMaxAge (the change
+// feed's poll) takes a cached answer only if younger than that bound.
+func TestQueryCacheMaxAge(t *testing.T) {
+	t.Parallel()
+	f := newFakeProm(t)
+	f.addTestSeries()
+	f.answer = func(string) ([]sample, error) {
+		return []sample{{map[string]string{"queue": "jobs"}, "1"}}, nil
+	}
+	p := newTestProvider(t, f, `"queryCacheTTL":"1m"`, nil)
+	for _, step := range []struct {
+		name string
+		ctx  context.Context
+		want int64
+	}{
+		{"first query", context.Background(), 1},
+		{"a bound longer than the TTL", ondemand.WithMaxAge(context.Background(), time.Hour), 1},
+		{"a bound the cached answer is older than", ondemand.WithMaxAge(context.Background(), 0), 2},
+		{"a query after it: the poll's answer, cached", context.Background(), 2},
+	} {
+		if _, err := p.GetExternalMetric(step.ctx, "default", labels.Everything(), queueInfo); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.queries.Load(); got != step.want {
+			t.Errorf("%s: %d PromQL calls in all, want %d", step.name, got, step.want)
 		}
 	}
 }

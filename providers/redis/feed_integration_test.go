@@ -15,20 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metricscale/metricscale/providers"
+	"github.com/metricscale/metricscale/providers/providertest"
 )
-
-// timedHub is a change hub with one subscriber that hands each change, with
-// when it came, to the test.
-type timedHub struct{ ch chan time.Time }
-
-func (h *timedHub) Publish(providers.Change) {
-	select {
-	case h.ch <- time.Now():
-	default:
-	}
-}
-
-func (h *timedHub) Subscribers() int { return 1 }
 
 // TestRealServerFeed: with the change feed on (a hub with a subscriber),
 // the provider polls the list an autoscaler queried, on a real
@@ -44,7 +32,7 @@ func TestRealServerFeed(t *testing.T) {
 	defer cancel()
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.addr()})
 	defer admin.Close()
-	hub := &timedHub{ch: make(chan time.Time, 16)}
+	hub := providertest.NewTimedHub()
 	pwFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pwFile, []byte(aclPassword), 0o600); err != nil {
 		t.Fatal(err)
@@ -78,9 +66,7 @@ func TestRealServerFeed(t *testing.T) {
 	var lat []time.Duration
 	for i := range trials {
 		time.Sleep(rand.N(1500 * time.Millisecond))
-		for len(hub.ch) > 0 {
-			<-hub.ch
-		}
+		hub.Drain()
 		start := time.Now()
 		if i%2 == 0 {
 			jobs := make([]any, 50)
@@ -94,8 +80,8 @@ func TestRealServerFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case at := <-hub.ch:
-			lat = append(lat, at.Sub(start))
+		case c := <-hub.C:
+			lat = append(lat, c.At.Sub(start))
 		case <-time.After(30 * time.Second):
 			t.Fatalf("trial %d: the change was not published", i)
 		}
