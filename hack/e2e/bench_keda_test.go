@@ -168,6 +168,8 @@ func TestKEDABenchmark(t *testing.T) {
 	started := time.Now()
 	b := &kedaBench{n: n, rounds: rounds, rdb: rdb, own: own, budget: budget}
 	var results []kbResult
+	// What was measured is printed also when a later part fails.
+	defer func() { printKEDABenchmark(n, rounds, results, time.Since(started)) }()
 
 	// KEDA, as it is normally installed: its metrics server holds the APIService.
 	keda := b.kedaSide(t, renv["METRICSCALE_REDIS_ADDR"], string(adminPassword))
@@ -178,8 +180,6 @@ func TestKEDABenchmark(t *testing.T) {
 
 	ours := b.oursSide(t)
 	results = append(results, b.run(t, ours)...)
-
-	printKEDABenchmark(n, rounds, results, time.Since(started))
 }
 
 type kedaBench struct {
@@ -284,7 +284,7 @@ func (b *kedaBench) kedaSide(t *testing.T, addr, password string) *kbSide {
 				return false, err.Error(), nil
 			}
 			c := sumSeries(body, kcmCounter, "")
-			return c >= 2*b.n, fmt.Sprintf("%d reconciles", c), nil
+			return c >= b.n, fmt.Sprintf("%d reconciles", c), nil
 		})
 	}
 	return s
@@ -416,25 +416,28 @@ func (b *kedaBench) run(t *testing.T, s *kbSide) []kbResult {
 	start := time.Now()
 	create(t, b.n, func(i int) error { return s.create(ctx, i) })
 	t.Logf("%s: %d objects created in %s", s.name, b.n, time.Since(start).Round(time.Second))
-	Eventually(t, 5*time.Minute, 2*time.Second, s.name+": every object has read its metric", func(ctx context.Context) (bool, string, error) {
+	Eventually(t, 5*time.Minute+time.Duration(b.n)*300*time.Millisecond, 2*time.Second, s.name+": every object has read its metric", func(ctx context.Context) (bool, string, error) {
 		r, err := s.ready(ctx)
 		return r >= b.n, fmt.Sprintf("%d/%d with a metric and ScalingActive", r, b.n), err
 	})
 	t.Logf("%s: all %d objects active %s after their creation", s.name, b.n, time.Since(start).Round(time.Second))
 
 	level := int32(kbMin)
-	res := b.measure(t, s, s.defaults, scales, &level, 3*15*time.Second+15*time.Second, pids)
+	// A round's limit after its pushes: a few periods, and more for more objects.
+	extra := time.Duration(b.n) * 50 * time.Millisecond
+	res := b.measure(t, s, s.defaults, scales, &level, 60*time.Second+extra, pids)
 	res.idleAPIPerSecond = idle
 	res.rssKiB = b.rss(t, pids)
 	res.rssDeltaKiB = res.rssKiB - rss0
 	res.measuredMemory = true
+	t.Logf("%s, %s: %d reactions, p50 %s, %d missed; %d decisions", s.name, s.defaults, len(res.reactions), round(percentileOr0(res.reactions, 50)), res.missed, res.decisions)
 	results := []kbResult{res}
 	if time.Since(began) > b.budget/2 {
 		t.Logf("%s: %s of its %s budget used; the fast settings are not measured", s.name, time.Since(began).Round(time.Second), b.budget)
 		return results
 	}
 	s.goFast(t)
-	fast := b.measure(t, s, s.fast, scales, &level, 20*time.Second, b.pids(t, s))
+	fast := b.measure(t, s, s.fast, scales, &level, 30*time.Second+extra, b.pids(t, s))
 	fast.idleAPIPerSecond = idle
 	return append(results, fast)
 }
@@ -804,8 +807,8 @@ func (b *kedaBench) deleteScaledObjects(t *testing.T, ns string) {
 }
 
 // addBenchMetric adds redis_kedabench_length (every list kedabench-ours-*)
-// to the cluster's redis provider by a live reload of the adapter's config,
-// restored at the end.
+// to the cluster's redis provider, and leaves out every provider but redis
+// and memory, by a live reload of the adapter's config, restored at the end.
 func addBenchMetric(t *testing.T) {
 	file := filepath.Join(cluster.Dir, "adapter", "config.yaml")
 	original, err := os.ReadFile(file)
@@ -816,9 +819,30 @@ func addBenchMetric(t *testing.T) {
 	if err := yaml.Unmarshal(original, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	// Only the redis provider and the memory one stay: the others (prom,
+	// whose Prometheus is stopped; keda and federated, which discover their
+	// remotes every 5 s, KEDA's metrics server among them) would add their
+	// background work to one side or the other.
 	provs, _ := cfg["providers"].([]any)
-	found := false
+	var kept []any
+	keptNames := map[any]bool{}
 	for _, p := range provs {
+		pm, _ := p.(map[string]any)
+		if pm["name"] == "redis" || pm["type"] == "memory" {
+			kept = append(kept, p)
+			keptNames[pm["name"]] = true
+		}
+	}
+	var routes []any
+	rs, _ := cfg["routes"].([]any)
+	for _, r := range rs {
+		if rm, _ := r.(map[string]any); keptNames[rm["provider"]] {
+			routes = append(routes, r)
+		}
+	}
+	cfg["providers"], cfg["routes"] = kept, routes
+	found := false
+	for _, p := range kept {
 		pm, _ := p.(map[string]any)
 		if pm["name"] != "redis" {
 			continue
@@ -893,6 +917,13 @@ func printKEDABenchmark(n, rounds int, results []kbResult, took time.Duration) {
 		fmt.Printf("  reactions (s): %s\n", reactionSummary(r.reactions))
 	}
 	fmt.Println()
+}
+
+func percentileOr0(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return percentile(d, p)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
