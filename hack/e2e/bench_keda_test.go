@@ -819,16 +819,16 @@ func addBenchMetric(t *testing.T) {
 	if err := yaml.Unmarshal(original, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Only the redis provider and the memory one stay: the others (prom,
-	// whose Prometheus is stopped; keda and federated, which discover their
-	// remotes every 5 s, KEDA's metrics server among them) would add their
-	// background work to one side or the other.
+	// Only the redis, memory and prometheus providers stay (a reload may not
+	// drop the resource route, prom's): keda and federated discover their
+	// remotes every 5 s, KEDA's metrics server among them, which would add
+	// their background work to one side or the other.
 	provs, _ := cfg["providers"].([]any)
 	var kept []any
 	keptNames := map[any]bool{}
 	for _, p := range provs {
 		pm, _ := p.(map[string]any)
-		if pm["name"] == "redis" || pm["type"] == "memory" {
+		if pm["name"] == "redis" || pm["type"] == "memory" || pm["type"] == "prometheus" {
 			kept = append(kept, p)
 			keptNames[pm["name"]] = true
 		}
