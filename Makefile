@@ -5,7 +5,7 @@ PKGS := ./...
 # --version; manifests/ must name the same (cmd/internal/version's test).
 VERSION ?= v0.1.0
 
-.PHONY: all build test unit e2e e2e-keda race vet fmt-check bench fuzz demo generate chart images soak
+.PHONY: all build test unit e2e e2e-keda bench-keda race vet fmt-check bench fuzz demo generate chart images soak
 # Nested modules with their own go.mod (kept out of the main one): the chart's
 # tools and tests, and the image builder.
 NESTED := hack/helm hack/images
@@ -32,6 +32,17 @@ e2e:
 # It brings up the cluster with --keda when none runs (the build is cached).
 e2e-keda:
 	$(GO) test -count=1 -tags 'e2e keda' -timeout 90m -v -run 'TestKEDACoexistence' ./hack/e2e/
+
+# Issue 29's benchmark, apart from make test and .ci/run (minutes, KEDA's
+# build): N ScaledObjects against N MetricAutoscalers, each on its own Redis
+# list, one side after the other (hack/README.md). It brings up the cluster it
+# needs when none runs (KEDA, the HPA controller alone, its sync period 15s);
+# a cluster started otherwise fails it with a message saying so.
+N ?= 100
+BENCH_KEDA_UP_ARGS ?= --keda --separate-hpa-controller --hpa-sync-period 15s --nodes 3 --backends redis --no-record --no-pod-stages
+bench-keda:
+	METRICSCALE_BENCH_N=$(N) METRICSCALE_E2E_UP_ARGS="$(BENCH_KEDA_UP_ARGS)" \
+	  $(GO) test -count=1 -tags 'e2e keda kedabench' -timeout 90m -v -run '^TestKEDABenchmark$$' ./hack/e2e/
 
 # The race detector on the config reload's concurrency: the registry's atomic
 # swap and drains, the reloader, the informer set it updates (needs cgo).
