@@ -147,11 +147,11 @@ type Plan struct {
 	specMinimum int32
 	floor       schedule.Floor
 	err         error
-	done      bool
-	gates     Gates
-	hasObjExt bool
-	upstream  bool
-	fallback  *v1alpha1.FallbackStatus
+	done        bool
+	gates       Gates
+	hasObjExt   bool
+	upstream    bool
+	fallback    *v1alpha1.FallbackStatus
 
 	scaleToZero *v1alpha1.ScaleToZeroStatus
 	activation  *activation
