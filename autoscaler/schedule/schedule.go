@@ -128,7 +128,8 @@ func location(name string) (*time.Location, error) {
 	}
 	l, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("unknown time zone: %w", err)
+		// "unknown time zone NAME"
+		return nil, err
 	}
 	locations[name] = l
 	return l, nil
