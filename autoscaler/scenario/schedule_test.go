@@ -75,3 +75,15 @@ func TestScheduleScenariosAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleScenarioRefusesWhatTheControllerWould: a time zone the CRD's
+// pattern lets through but that does not exist is a malformed scenario,
+// reported at its field.
+func TestScheduleScenarioRefusesWhatTheControllerWould(t *testing.T) {
+	t.Parallel()
+	doc := strings.Replace(readTestdata(t, "metricautoscaler/schedule-ramp.yaml"), "timeZone: UTC", "timeZone: Europe/Atlantis", 1)
+	_, err := Parse([]byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "autoscaler.spec.schedules[0].timeZone") || !strings.Contains(err.Error(), "unknown time zone") {
+		t.Fatalf("error %v, want one at autoscaler.spec.schedules[0].timeZone", err)
+	}
+}

@@ -168,3 +168,17 @@ func TestCompileErrors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFloor is what a reconcile adds per schedule: the floor and the
+// next change of a weekday window with a ramp, in a time zone.
+func BenchmarkFloor(b *testing.B) {
+	set, errs := Compile([]v1alpha1.Schedule{{Name: "office", Start: "0 9 * * 1-5", End: "0 18 * * 1-5", TimeZone: "Europe/Paris", MinReplicas: 10, RampSeconds: 900}}, field.NewPath("spec"))
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC) // a Saturday: the longest look back
+	for b.Loop() {
+		_ = set.Floor(now, 2)
+		_ = set.Next(now, 2)
+	}
+}
