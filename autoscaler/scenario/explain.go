@@ -93,6 +93,11 @@ func Explain(r *StepResult) *Explained {
 	if e.Limit.Replicas != e.Stabilized {
 		out.Limit = e.Limit.Reason
 		out.Policy = policyName(e, r.Behavior)
+		if e.Schedule != "" && e.Limit.Reason == "TooFewReplicas" {
+			// The minimum was a schedule's floor: ScalingLimited says so.
+			out.Limit = decision.ReasonScheduledMinimum
+			out.Policy = fmt.Sprintf("the floor of spec.schedules, %d", e.Limit.Replicas)
+		}
 	}
 	return out
 }

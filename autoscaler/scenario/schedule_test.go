@@ -53,8 +53,12 @@ func TestScheduleScenario(t *testing.T) {
 		if rule := r.Explain.Rule(r.Metrics); rule != w.rule {
 			t.Errorf("step %d (%s): rule %q, want %q", i, r.At, rule, w.rule)
 		}
-		if w.rule == decision.RuleSchedule && !strings.Contains(Explain(r).Schedule, "schedule morning-peak raised the floor to") {
-			t.Errorf("step %d (%s): explanation %+v does not name the schedule", i, r.At, Explain(r))
+		e := Explain(r)
+		if w.rule == decision.RuleSchedule && !strings.Contains(e.Schedule, "schedule morning-peak raised the floor to") {
+			t.Errorf("step %d (%s): explanation %+v does not name the schedule", i, r.At, e)
+		}
+		if e.Limited != nil && *e.Limited != *e.Stabilized && w.rule == decision.RuleSchedule && e.Limit != decision.ReasonScheduledMinimum {
+			t.Errorf("step %d (%s): limit %q, want %s (the ScalingLimited reason)", i, r.At, e.Limit, decision.ReasonScheduledMinimum)
 		}
 	}
 }
