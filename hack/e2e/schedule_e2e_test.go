@@ -65,7 +65,10 @@ func TestScheduleRaisesTheFloor(t *testing.T) {
 		tl.observe(r, time.Now())
 		if !checked && time.Now().After(start.Add(10*time.Second)) {
 			checked = true
-			m := mustGetMA(t, ns)
+			m, err := getMA(ctx, ns, "worker")
+			if err != nil {
+				t.Fatal(err)
+			}
 			c := findCond(m.Status.Conditions, "Scheduled")
 			if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "ScheduleActive" {
 				t.Errorf("Scheduled condition %+v inside the window, want True/ScheduleActive", c)
