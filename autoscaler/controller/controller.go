@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +48,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	"github.com/metricscale/metricscale/autoscaler/objectmetrics"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
+	"github.com/metricscale/metricscale/autoscaler/schedule"
 )
 
 const (
@@ -318,15 +320,21 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	if ma.Annotations[AllowMetricsAPITargetAnnotation] != "true" {
 		guard = c.guard.served
 	}
+	schedules, scheduleErrs := schedule.Compile(ma.Spec.Schedules, field.NewPath("spec"))
 	res, refused := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, guard, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
+		in.Schedules, in.ScheduleErr = schedules, scheduleErrs.ToAggregate()
 		rec.Input(in) // last: the recording takes the input as the core gets it
 	})
 	if refused != nil {
 		refuseMetricsAPITarget(ma, *refused, &res, c.clock.Now())
 	}
 	c.report(ma, res.Events)
+	// The next reconcile comes at the next edge of a window (or step of a
+	// ramp) when that is sooner: the floor rises on time without a change
+	// of the metrics.
+	period = untilNextEdge(schedules, ma.Spec.MinReplicas, c.clock.Now(), period)
 
 	now := c.clock.Now()
 	m := c.remember(key, ma.UID, res.History)

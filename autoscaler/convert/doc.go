@@ -8,9 +8,10 @@
 //     unpaused.
 //   - KEDA ScaledObjects (keda.sh/v1alpha1) whose triggers this project's
 //     providers can read (prometheus, rabbitmq, redis, redis-streams, kafka,
-//     postgresql, nats-jetstream, cpu, memory): a MetricAutoscaler on
-//     External metrics plus the adapter configuration (providers and routes)
-//     that serves them, and an Issue for everything that did not convert
+//     postgresql, nats-jetstream, cpu, memory), and cron triggers, which
+//     become windows of spec.schedules: a MetricAutoscaler on External
+//     metrics plus the adapter configuration (providers and routes) that
+//     serves them, and an Issue for everything that did not convert
 //     exactly. The TriggerAuthentications, Secrets (key names only) and
 //     workloads' env of the input are read for the triggers (auth.go). Each
 //     trigger type is one trigger_<name>.go file, listed in triggertable.go,

@@ -342,6 +342,31 @@ func TestKEDAFixtures(t *testing.T) {
 				t.Errorf("%d providers, want memory and two rabbitmq ones (two hosts)", len(cfg.Providers))
 			}
 		}},
+		{file: "cron.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 1 || res.MetricAutoscalers[0].Name != "cron-scaledobject" {
+				t.Fatalf("converted %d, want cron-scaledobject alone", len(res.MetricAutoscalers))
+			}
+			s := res.MetricAutoscalers[0].Spec
+			want := []v1alpha1.Schedule{
+				{Name: "s0-cron", Start: "0 6 * * *", End: "0 20 * * *", TimeZone: "Asia/Kolkata", MinReplicas: 10},
+				{Name: "weekend-batch", Start: "30 1 * * 6", End: "0 4 * * 6", TimeZone: "Europe/Paris", MinReplicas: 20},
+			}
+			if !reflect.DeepEqual(s.Schedules, want) {
+				t.Errorf("schedules %+v, want %+v", s.Schedules, want)
+			}
+			if len(s.Metrics) != 1 || s.Metrics[0].External == nil || s.ScaleToZero == nil || len(s.ScaleToZero.Activation) != 1 {
+				t.Errorf("metrics %+v scaleToZero %+v: want the redis trigger alone, with its activation", s.Metrics, s.ScaleToZero)
+			}
+			wantIssue(t, res, "spec.triggers[1].metadata.desiredReplicas", "above maxReplicaCount 20")
+			wantFatal(t, res, "ScaledObject default/cron-only", "cron triggers only")
+			wantFatal(t, res, "ScaledObject default/cron-bad", "unknown time zone")
+			wantFatal(t, res, "ScaledObject default/cron-bad", "not a cron expression")
+			for _, i := range res.Issues {
+				if strings.Contains(i.Reason, `"cron"`) {
+					t.Errorf("a cron trigger listed as not converted: %v", i)
+				}
+			}
+		}},
 		{file: "redis.yaml", check: func(t *testing.T, res convert.KEDAResult, cfg *config.Config) {
 			if len(cfg.Providers) != 2 {
 				t.Errorf("%d providers: the two triggers reach the same server as the same user, want them to share one", len(cfg.Providers))

@@ -224,11 +224,14 @@ type soConverter struct {
 	who     string
 	issues  []Issue
 	pending []func()
-	// minReplicas is the MetricAutoscaler's, as the triggers convert.
-	minReplicas int32
+	// minReplicas and maxReplicas are the MetricAutoscaler's, as the
+	// triggers convert.
+	minReplicas, maxReplicas int32
 	// modifier is the formula of advanced.scalingModifiers, when one the
 	// MetricAutoscaler expresses.
 	modifier *modifier
+	// schedules are the cron triggers, converted.
+	schedules []v1alpha1.Schedule
 }
 
 func (c *soConverter) issue(fatal bool, field, format string, args ...any) {
@@ -376,7 +379,7 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	}
 
 	var activations []v1alpha1.MetricActivation
-	c.minReplicas = minR
+	c.minReplicas, c.maxReplicas = minR, maxR
 	for i := range spec.Triggers {
 		t := &spec.Triggers[i]
 		out := c.trigger(i, t)
@@ -395,6 +398,14 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	if c.modifier != nil {
 		c.modifier.apply(ma.Spec.Metrics)
 	}
+	ma.Spec.Schedules = c.schedules
+	if len(ma.Spec.Schedules) > 0 && len(ma.Spec.Metrics) == 0 && !c.fatal() {
+		// Without metrics a MetricAutoscaler scales on cpu at 80%, as an
+		// HPA; KEDA's HPA on cron triggers alone goes to minReplicaCount
+		// outside the windows.
+		c.issue(true, "spec.triggers", "cron triggers only: a MetricAutoscaler needs a metric besides its schedules (with none it scales on cpu at 80%%, as an HPA does); add a trigger, such as a cpu one")
+	}
+
 	if minR == 0 {
 		cooldown := int32(kedaDefaultCooldown)
 		if spec.CooldownPeriod != nil {
@@ -411,7 +422,9 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	checked := ma.Spec.HPASpec()
 	checked = *checked.DeepCopy()
 	defaults.Spec(&checked)
-	if errs := validation.Spec(&checked, field.NewPath("spec"), validation.Options{ScaleToZero: true}); len(errs) > 0 {
+	errs := validation.Spec(&checked, field.NewPath("spec"), validation.Options{ScaleToZero: true})
+	errs = append(errs, validation.Schedules(&ma.Spec, field.NewPath("spec"))...)
+	if len(errs) > 0 {
 		return nil, fmt.Errorf("the converted MetricAutoscaler would be invalid: %s", describeErrs(errs))
 	}
 	return ma, nil

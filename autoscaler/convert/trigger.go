@@ -6,15 +6,18 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
 
 // triggerType is a KEDA trigger type convert reads (one trigger_*.go file
 // each, listed in triggerTypes): either to an External metric the adapter
-// serves, or to a Resource metric.
+// serves, to a Resource metric, or to a window of spec.schedules.
 type triggerType struct {
 	name     string
 	external func(c *soConverter, d *meta, t *KEDATrigger) *external
 	resource func(c *soConverter, d *meta, t *KEDATrigger) *triggerOut
+	schedule func(c *soConverter, d *meta, t *KEDATrigger, i int) *v1alpha1.Schedule
 }
 
 // external is a converted queue or query trigger: its External metric, and
@@ -86,6 +89,14 @@ func (c *soConverter) trigger(i int, t *KEDATrigger) *triggerOut {
 	typ, ok := lookupTrigger(t.Type)
 	if !ok {
 		c.issue(true, d.field+".type", "%q: no metricscale provider reads it (convertible: %s)", t.Type, strings.Join(triggerNames(), ", "))
+		return nil
+	}
+	if typ.schedule != nil {
+		// A window, not a metric: kept for spec.schedules.
+		if s := typ.schedule(c, d, t, i); s != nil && !failed() {
+			d.leftovers()
+			c.schedules = append(c.schedules, *s)
+		}
 		return nil
 	}
 	if typ.resource != nil {

@@ -13,4 +13,5 @@ var triggerTypes = []triggerType{
 	{name: "nats-jetstream", external: (*soConverter).natsJetStream},
 	{name: "cpu", resource: (*soConverter).resourceTrigger},
 	{name: "memory", resource: (*soConverter).resourceTrigger},
+	{name: "cron", schedule: (*soConverter).cronTrigger},
 }

@@ -72,7 +72,7 @@ func carryScaleToZero(in Input) *v1alpha1.ScaleToZeroStatus {
 // with minReplicas 0 (the CRD refuses it otherwise) and an Object or External
 // metric, the only ones readable at zero replicas.
 func (p *Plan) scaleToZeroOn(in Input) bool {
-	return in.ScaleToZero != nil && p.minimum == 0 && p.hasObjExt
+	return in.ScaleToZero != nil && p.specMinimum == 0 && p.hasObjExt
 }
 
 // watchValues returns the metrics source the calculator reads through: with

@@ -27,6 +27,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	"github.com/metricscale/metricscale/autoscaler/replicas"
+	"github.com/metricscale/metricscale/autoscaler/schedule"
 )
 
 // Gates are the kube-controller-manager feature gates the algorithm reads.
@@ -98,6 +99,11 @@ type Input struct {
 	// upstream.
 	ScaleToZero      *v1alpha1.ScaleToZero
 	ScaleToZeroState *v1alpha1.ScaleToZeroStatus
+	// Schedules are a MetricAutoscaler's spec.schedules, compiled
+	// (schedule.Compile), and ScheduleErr what did not compile; none
+	// decides as upstream.
+	Schedules   schedule.Set
+	ScheduleErr error
 }
 
 // Event is what the controller reports on the object.
@@ -136,12 +142,16 @@ type Plan struct {
 	events    []Event
 	statuses  []autoscalingv2.MetricStatus
 	minimum   int32
-	err       error
-	done      bool
-	gates     Gates
-	hasObjExt bool
-	upstream  bool
-	fallback  *v1alpha1.FallbackStatus
+	// specMinimum is spec.minReplicas, before the schedules' floor
+	// (floor, when one raises minimum).
+	specMinimum int32
+	floor       schedule.Floor
+	err         error
+	done        bool
+	gates       Gates
+	hasObjExt   bool
+	upstream    bool
+	fallback    *v1alpha1.FallbackStatus
 
 	scaleToZero *v1alpha1.ScaleToZeroStatus
 	activation  *activation
@@ -223,6 +233,8 @@ func Decide(ctx context.Context, in Input) *Plan {
 	if hpa.Spec.MinReplicas != nil {
 		p.minimum = *hpa.Spec.MinReplicas
 	}
+	p.specMinimum = p.minimum
+	p.applySchedules(in)
 	p.hasObjExt = hasObjectOrExternalMetrics(hpa)
 	scaledToZero := p.gates.ScaleToZero && conditionTrue(hpa, autoscalingv2.ScaledToZero)
 	canScaleFromZero := scaledToZero && p.hasObjExt
@@ -251,6 +263,9 @@ func Decide(ctx context.Context, in Input) *Plan {
 		p.Reason = "Current number of replicas below Spec.MinReplicas"
 		desired, compute = p.minimum, false
 		p.Explain.Skipped = SkipBelowMin
+		if p.floor.Raised() && current < p.minimum {
+			p.scheduleBinds()
+		}
 	}
 
 	if compute {
@@ -297,6 +312,11 @@ func Decide(ctx context.Context, in Input) *Plan {
 		}
 		if d := p.activationSize(current, desired); d != desired {
 			desired, p.Explain.Activation = d, true
+		}
+		// A schedule's floor holds whatever activation and the cooldown say.
+		if p.floor.Raised() && desired < p.minimum {
+			desired = p.minimum
+			p.scheduleBinds()
 		}
 		// Coming back from zero honours a minReplicas raised meanwhile.
 		if current == 0 && p.minimum != 0 && scaledToZero && desired < p.minimum {
@@ -649,6 +669,7 @@ func (p *Plan) normalize(current, desired int32, window time.Duration) int32 {
 	p.setStabilized(stabilized, desired, "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation")
 	lim := behavior.ClampWithoutBehavior(current, stabilized, p.minimum, p.hpa.Spec.MaxReplicas, p.upstream)
 	p.setLimited(lim, stabilized)
+	p.scheduleLimited(lim, stabilized)
 	p.Explain.Stabilized, p.Explain.Limit = stabilized, lim
 	p.Explain.Stabilization = behavior.Limit{Replicas: stabilized, Reason: "ScaleDownStabilized", Policy: -1, Window: window}
 	return lim.Replicas
@@ -668,6 +689,7 @@ func (p *Plan) normalizeWithBehavior(current, desired int32, window time.Duratio
 	p.setStabilized(st.Replicas, desired, st.Reason, st.Message)
 	lim := p.history.LimitByRate(rules, current, st.Replicas, p.clock)
 	p.setLimited(lim, st.Replicas)
+	p.scheduleLimited(lim, st.Replicas)
 	p.Explain.Stabilized, p.Explain.Stabilization, p.Explain.Limit = st.Replicas, st, lim
 	return lim.Replicas
 }

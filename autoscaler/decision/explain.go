@@ -40,6 +40,7 @@ const (
 	RuleStabilization   Rule = "stabilization window"
 	RuleFallback        Rule = "fallback"
 	RuleActivation      Rule = "activation/cooldown"
+	RuleSchedule        Rule = "schedule"
 	RuleTolerance       Rule = "tolerance"
 	RuleMissingPods     Rule = "missing/unready pods"
 	RuleMetric          Rule = "metric"
@@ -77,6 +78,9 @@ type Explanation struct {
 	Activation bool
 	// MinRaised: coming back from zero, minReplicas raised the count.
 	MinRaised bool
+	// Schedule is set when a window of spec.schedules set the count: which
+	// one raised the floor to what.
+	Schedule string
 	// Desired is the count decided.
 	Desired int32
 }
@@ -90,6 +94,9 @@ func (e *Explanation) Rule(metrics []MetricResult) Rule {
 	case SkipAtZero:
 		return RuleScalingDisabled
 	case SkipAboveMax, SkipBelowMin:
+		if e.Schedule != "" {
+			return RuleSchedule
+		}
 		return RuleMinMax
 	case SkipNoSelector:
 		return RuleNoSelector
@@ -97,6 +104,8 @@ func (e *Explanation) Rule(metrics []MetricResult) Rule {
 	switch {
 	case e.Blocked:
 		return RuleMetricsFailed
+	case e.Schedule != "":
+		return RuleSchedule
 	case e.MinRaised:
 		return RuleMinMax
 	case e.Activation:

@@ -33,7 +33,10 @@ type Explained struct {
 	Limited *int32 `json:"limited,omitempty"`
 	Limit   string `json:"limit,omitempty"`
 	Policy  string `json:"policy,omitempty"`
-	Desired int32  `json:"desired"`
+	// Schedule says which window of spec.schedules set the count, and the
+	// floor it raised.
+	Schedule string `json:"schedule,omitempty"`
+	Desired  int32  `json:"desired"`
 }
 
 // ExplainedMetric is one spec metric's proposal.
@@ -48,7 +51,7 @@ type ExplainedMetric struct {
 // Explain describes a step's decision.
 func Explain(r *StepResult) *Explained {
 	e := &r.Explain
-	out := &Explained{Rule: string(e.Rule(r.Metrics)), Desired: e.Desired}
+	out := &Explained{Rule: string(e.Rule(r.Metrics)), Desired: e.Desired, Schedule: e.Schedule}
 	switch e.Skipped {
 	case decision.SkipScaleUnreadable:
 		out.Skipped = "the target's scale could not be read"
@@ -58,6 +61,9 @@ func Explain(r *StepResult) *Explained {
 		out.Skipped = fmt.Sprintf("%d replicas are above maxReplicas", e.Current)
 	case decision.SkipBelowMin:
 		out.Skipped = fmt.Sprintf("%d replicas are below minReplicas", e.Current)
+		if e.Schedule != "" {
+			out.Skipped = fmt.Sprintf("%d replicas are below the floor of spec.schedules", e.Current)
+		}
 	case decision.SkipNoSelector:
 		out.Skipped = "the target's scale has no usable selector"
 	}
@@ -87,6 +93,11 @@ func Explain(r *StepResult) *Explained {
 	if e.Limit.Replicas != e.Stabilized {
 		out.Limit = e.Limit.Reason
 		out.Policy = policyName(e, r.Behavior)
+		if e.Schedule != "" && e.Limit.Reason == "TooFewReplicas" {
+			// The minimum was a schedule's floor: ScalingLimited says so.
+			out.Limit = decision.ReasonScheduledMinimum
+			out.Policy = fmt.Sprintf("the floor of spec.schedules, %d", e.Limit.Replicas)
+		}
 	}
 	return out
 }
@@ -182,6 +193,9 @@ func WriteExplained(w io.Writer, results []StepResult) error {
 			if r.Explain.MinRaised {
 				fmt.Fprintf(&b, "    raised to minReplicas coming back from zero\n")
 			}
+		}
+		if e.Schedule != "" {
+			fmt.Fprintf(&b, "    %s\n", e.Schedule)
 		}
 		fmt.Fprintf(&b, "    decided %d\n", e.Desired)
 	}

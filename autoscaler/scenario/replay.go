@@ -9,12 +9,14 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
 	hist "github.com/metricscale/metricscale/autoscaler/history"
+	"github.com/metricscale/metricscale/autoscaler/schedule"
 )
 
 // StepResult is what the controller did at one step: the replay's output
@@ -136,6 +138,8 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		if ma != nil {
 			in.Fallback, in.FallbackState = ma.Spec.Fallback, fallback
 			in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, zero
+			// Validation refused what does not compile.
+			in.Schedules, _ = schedule.Compile(ma.Spec.Schedules, field.NewPath("spec"))
 		}
 		plan := decision.Decide(ctx, in)
 		var writeErr error

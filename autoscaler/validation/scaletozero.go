@@ -19,8 +19,8 @@ const (
 )
 
 // MetricAutoscaler validates what a MetricAutoscaler's CRD checks beyond
-// the HPA spec (Spec): the bound on spec.metrics, spec.fallback and
-// spec.scaleToZero; path is the spec's.
+// the HPA spec (Spec): the bound on spec.metrics, spec.fallback,
+// spec.scaleToZero and spec.schedules; path is the spec's.
 func MetricAutoscaler(spec *v1alpha1.MetricAutoscalerSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(spec.Metrics) > MaxMetrics {
@@ -28,6 +28,7 @@ func MetricAutoscaler(spec *v1alpha1.MetricAutoscalerSpec, path *field.Path) fie
 	}
 	errs = append(errs, Fallback(spec.Fallback, path.Child("fallback"))...)
 	errs = append(errs, ScaleToZero(spec, path)...)
+	errs = append(errs, Schedules(spec, path)...)
 	return errs
 }
 

@@ -49,6 +49,7 @@ type MetricAutoscaler struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas > 0 || (has(self.metrics) && self.metrics.exists(m, m.type == 'Object' || m.type == 'External'))",message="minReplicas 0 needs at least one Object or External metric",fieldPath=".metrics"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || (has(self.minReplicas) && self.minReplicas == 0)",message="scaleToZero needs minReplicas 0",fieldPath=".scaleToZero"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || !has(self.scaleToZero.activation) || self.scaleToZero.activation.all(a, has(self.metrics) && self.metrics.exists(m, (has(m.external) && m.external.metric.name == a.metric) || (has(m.object) && m.object.metric.name == a.metric) || (has(m.pods) && m.pods.metric.name == a.metric) || (has(m.resource) && m.resource.name == a.metric) || (has(m.containerResource) && m.containerResource.name == a.metric)))",message="each activation must name a metric of spec.metrics (metric.name, or the resource name of a Resource or ContainerResource metric)",fieldPath=".scaleToZero.activation"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedules) || self.schedules.all(s, s.minReplicas <= self.maxReplicas)",message="each schedule's minReplicas must be less than or equal to maxReplicas",fieldPath=".schedules"
 type MetricAutoscalerSpec struct {
 	// ScaleTargetRef points to the target resource to scale.
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
@@ -95,6 +96,62 @@ type MetricAutoscalerSpec struct {
 	// from zero as the HPAScaleToZero gate does.
 	// +optional
 	ScaleToZero *ScaleToZero `json:"scaleToZero,omitempty"`
+	// Schedules raise the floor in time windows, ahead of known load: while
+	// a window is in force the minimum is the largest of minReplicas and
+	// the windows' minReplicas (never above maxReplicas). Not an HPA field.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="each schedule must have a name of its own"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Schedules []Schedule `json:"schedules,omitempty"`
+}
+
+// Schedule is a recurring time window that raises the floor: from each time
+// Start fires (in TimeZone) until End next fires, or for Duration. With
+// RampSeconds the floor rises linearly from spec.minReplicas over the
+// RampSeconds before the window starts, so that MinReplicas is in force at
+// Start, and falls linearly over the RampSeconds after it ends (each step
+// rounded up).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.end) != has(self.duration)",message="exactly one of end and duration must be set"
+type Schedule struct {
+	// Name identifies the window in conditions, events and explanations.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Start is a cron expression of 5 fields (minute hour day-of-month
+	// month day-of-week, as crontab(5)): when each window starts.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^\S+( +\S+){4}$`
+	Start string `json:"start"`
+	// End is a cron expression of 5 fields: a window ends the first time
+	// End fires at or after its start (a window whose End fires at its
+	// start is empty). Exactly one of end and duration.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^\S+( +\S+){4}$`
+	// +optional
+	End string `json:"end,omitempty"`
+	// Duration is how long each window lasts from its start.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be positive"
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// TimeZone is the IANA time zone Start and End are read in, such as
+	// Europe/Paris; empty means UTC.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][-A-Za-z0-9_+]*(/[-A-Za-z0-9_+]+)*$`
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// MinReplicas is the floor while the window is in force.
+	// +kubebuilder:validation:Minimum=1
+	MinReplicas int32 `json:"minReplicas"`
+	// RampSeconds is how long the floor takes to rise before the window
+	// and to fall after it; 0 switches it at the window's edges.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	RampSeconds int32 `json:"rampSeconds,omitempty"`
 }
 
 // FallbackBehavior says how the fallback size is chosen.
