@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // chartDir holds renders of prometheus-community's prometheus-adapter chart
@@ -110,7 +111,7 @@ func TestPrometheusCommunityChartArgs(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(etc, "config.yaml"), []byte(config), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			port, err := testenv.FreePort()
+			port, err := freeport.Get()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // BenchmarkPrometheus measures the Prometheus provider behind the real
@@ -127,7 +128,7 @@ const promBinary = "/usr/bin/prometheus"
 func startPrometheus(ctx context.Context, b *testing.B, target string) (string, int) {
 	b.Helper()
 	dir := b.TempDir()
-	port, err := testenv.FreePort()
+	port, err := freeport.Get()
 	if err != nil {
 		b.Fatal(err)
 	}

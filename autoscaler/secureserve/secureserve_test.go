@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // apiServer answers what the delegating authenticator and authorizer ask
@@ -77,16 +78,6 @@ current-context: c
 	return kc
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // TestListenDelegates: a server built by Listen with a self-signed
 // certificate authenticates with TokenReviews and authorizes with
 // SubjectAccessReviews of the kubeconfig's API server, behind Authorized:
@@ -94,7 +85,7 @@ func freePort(t *testing.T) int {
 // authorized one 200; the always-allowed paths answer anyone.
 func TestListenDelegates(t *testing.T) {
 	t.Parallel()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(freeport.For(t))
 	srv, err := Options{Flag: "--bind-address", BindAddress: addr, Kubeconfig: apiServer(t), AlwaysAllowPaths: []string{"/healthz"}}.Listen("test")
 	if err != nil {
 		t.Fatal(err)

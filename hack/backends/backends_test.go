@@ -127,7 +127,8 @@ func TestDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { signalTerm(d.pid) })
+	sleepPID := d.pid // d is reused below
+	t.Cleanup(func() { signalTerm(sleepPID) })
 	if pid, ok := pidfilePID(pidfile, "sleep"); !ok || pid != d.pid {
 		t.Fatalf("pidfilePID = %d, %v; want %d, true", pid, ok, d.pid)
 	}

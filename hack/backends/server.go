@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/metricscale/metricscale/hack/process"
 )
 
 // CacheRoot is where Install writes its logs and builds: METRICSCALE_CACHE, else
@@ -271,51 +273,19 @@ func pidfilePID(pidfile, name string) (int, bool) {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || !alive(pid) {
+	if err != nil || pid <= 0 || !process.Alive(pid) {
 		return 0, false
 	}
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	cmdline, err := process.Cmdline(pid)
 	if err != nil || !bytes.Contains(cmdline, []byte(name)) {
 		return 0, false
 	}
 	return pid, true
 }
 
-// alive tells whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true // no /proc: kill -0 is all there is
-	}
-	// pid (comm) S ...: the state follows the last ')'
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
-}
-
-// CloseInheritedFiles marks the descriptors this process inherited (beyond 0-2) close-on-
-// exec, so a server outlives us without holding what our caller holds open: the cluster
-// state folder's lock, or flock's /tmp/metricscale-cluster.lock. (Go opens its own files
-// close-on-exec already.) Called before each start: a descriptor may arrive later (a test).
-func CloseInheritedFiles() {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			syscall.CloseOnExec(fd)
-		}
-	}
-}
-
 // command is exec.Command with env added to ours and our inherited files kept from it.
 func command(ctx context.Context, env []string, name string, args ...string) *exec.Cmd {
-	CloseInheritedFiles()
+	process.CloseInheritedFiles()
 	cmd := exec.CommandContext(ctx, name, args...)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
@@ -394,10 +364,10 @@ func waitStarted(ctx context.Context, d *daemon, timeout time.Duration, check fu
 func stopPidfile(ctx context.Context, pidfile, name string, port int, timeout time.Duration) error {
 	if pid, ok := pidfilePID(pidfile, name); ok {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
-		if waitUntil(ctx, timeout, func() bool { return !alive(pid) }) != nil {
+		if waitUntil(ctx, timeout, func() bool { return !process.Alive(pid) }) != nil {
 			klog.InfoS("Warning: the server did not stop on SIGTERM; killing it", "server", name, "pid", pid, "after", timeout)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			_ = waitUntil(ctx, timeout, func() bool { return !alive(pid) })
+			_ = waitUntil(ctx, timeout, func() bool { return !process.Alive(pid) })
 		}
 	}
 	_ = os.Remove(pidfile)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/metricscale/metricscale/hack/backends"
+	"github.com/metricscale/metricscale/hack/process"
 )
 
 // Process bookkeeping: run/NAME.pid holds two lines, the pid and the argv[0] the process
@@ -86,7 +86,7 @@ func (c *Cluster) PidOf(name string) (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	cmdline, err := readCmdline(pid)
+	cmdline, err := process.Cmdline(pid)
 	if err != nil {
 		return 0, false
 	}
@@ -95,22 +95,6 @@ func (c *Cluster) PidOf(name string) (int, bool) {
 		return 0, false
 	}
 	return pid, true
-}
-
-// readCmdline reads /proc/PID/cmdline. Right after spawn the child may still be inside
-// execve (the parent resumes when the child leaves the shared memory, before the new
-// program's arguments are in place) and the file reads empty for a moment: it is read
-// again for up to 100 ms. A zombie's stays empty.
-func readCmdline(pid int) ([]byte, error) {
-	path := fmt.Sprintf("/proc/%d/cmdline", pid)
-	for range 50 {
-		b, err := os.ReadFile(path)
-		if err != nil || len(b) > 0 {
-			return b, err
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return os.ReadFile(path)
 }
 
 // Alive reports whether component name runs.
@@ -137,7 +121,7 @@ func (c *Cluster) spawn(name, binary string, args, env []string) (*proc, error) 
 	defer logf.Close()
 	// Components outlive us: without this they kept flock's lock on
 	// /tmp/metricscale-cluster.lock held for as long as the cluster ran.
-	backends.CloseInheritedFiles()
+	process.CloseInheritedFiles()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,23 +23,13 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/metricscale/metricscale/hack/freeport"
 	"github.com/metricscale/metricscale/providers"
 )
 
 // queryTimeout is the per-query timeout the registry would give the
 // provider (hack/backends/kafka.yaml's timeout).
 const queryTimeout = 2 * time.Second
-
-// freePort returns a port free on 127.0.0.1 right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // broker is a test's view of the cluster: a client of its own, independent
 // of the provider's, to produce, commit and ask kadm.
@@ -127,13 +116,13 @@ func startCluster(t *testing.T, port int, opts ...kfake.Opt) *kfake.Cluster {
 }
 
 // startClusterAnyPort starts kfake on a free port: another test (or package,
-// run in parallel) may take the port freePort found before kfake binds it,
+// run in parallel) may take the port freeport found before kfake binds it,
 // so a bind error is retried on a new one.
 func startClusterAnyPort(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, int) {
 	t.Helper()
 	var err error
 	for range 5 {
-		port := freePort(t)
+		port := freeport.For(t)
 		var c *kfake.Cluster
 		if c, err = kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port)}, opts...)...); err == nil {
 			return c, port
@@ -391,7 +380,7 @@ func TestKfakeProgram(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./hack/kfake: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := freeport.For(t)
 	cmd := exec.Command(bin, "-port", fmt.Sprint(port), "-partitions", "2")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

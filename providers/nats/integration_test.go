@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/metricscale/metricscale/providers"
+
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // natsServer is a real nats-server with JetStream, started by the test.
@@ -46,19 +47,9 @@ func serverBinary(t *testing.T) string {
 	return ""
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startNATS(t *testing.T) *natsServer {
 	t.Helper()
-	s := &natsServer{bin: serverBinary(t), dir: t.TempDir(), port: freePort(t), mon: freePort(t)}
+	s := &natsServer{bin: serverBinary(t), dir: t.TempDir(), port: freeport.For(t), mon: freeport.For(t)}
 	s.logFile = filepath.Join(s.dir, "nats.log")
 	s.monitorURL = fmt.Sprintf("http://127.0.0.1:%d", s.mon)
 	s.start(t)
@@ -353,7 +344,7 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	bin := serverBinary(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.For(t)
 	conf := fmt.Sprintf(`listen: "127.0.0.1:%d"
 jetstream { store_dir: %q }
 accounts {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/metricscale/metricscale/hack/freeport"
 	"github.com/metricscale/metricscale/providers"
 )
 
@@ -91,12 +91,7 @@ func startPG(t *testing.T) *pgServer {
 			t.Fatal(err)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	s.port = freeport.For(t) // initdb runs before the server binds it
 	s.data, s.log = filepath.Join(dir, "data"), filepath.Join(dir, "server.log")
 	// trust on the socket (in the 0700 data dir: only postgres and root
 	// reach it), passwords over TCP

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metricscale/metricscale/hack/freeport"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/providertest"
@@ -129,22 +129,12 @@ externalRules:
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startPrometheus runs Debian's Prometheus on a free loopback port,
 // scraping target every second, until the test ends; it returns its URL.
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.For(t)
 	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n- job_name: test\n  static_configs: [{targets: [%q]}]\n",
 		strings.TrimPrefix(target, "http://"))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metricscale/metricscale/providers"
+
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // rabbitBin is Debian's rabbitmq-server scripts' directory (the
@@ -39,19 +41,9 @@ type server struct {
 	monitorUser, monitorSecret string
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func newServer(t *testing.T) *server {
 	t.Helper()
-	s := &server{t: t, dir: t.TempDir(), amqp: freePort(t), mgmt: freePort(t), dist: freePort(t), epmd: freePort(t),
+	s := &server{t: t, dir: t.TempDir(), amqp: freeport.For(t), mgmt: freeport.For(t), dist: freeport.For(t), epmd: freeport.For(t),
 		monitorUser: "monitor", monitorSecret: "mon-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	files := map[string]string{
 		".erlang.cookie":  "METRICSCALETESTCOOKIE",

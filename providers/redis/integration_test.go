@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metricscale/metricscale/providers"
+
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 const (
@@ -59,20 +61,10 @@ func needBinaries(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startServer writes a config (extra lines appended) and starts the server.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
-	s := &server{t: t, dir: t.TempDir(), port: freePort(t)}
+	s := &server{t: t, dir: t.TempDir(), port: freeport.For(t)}
 	s.conf = filepath.Join(s.dir, "redis.conf")
 	lines := []string{
 		"bind 127.0.0.1", "port " + strconv.Itoa(s.port), "dir " + s.dir,
@@ -469,7 +461,7 @@ func TestRealServerTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
-	tlsPort := freePort(t)
+	tlsPort := freeport.For(t)
 	srv := startServer(t, "tls-port "+strconv.Itoa(tlsPort), "tls-cert-file "+cert, "tls-key-file "+key,
 		"tls-ca-cert-file "+ca, "tls-auth-clients no")
 	srv.cli("RPUSH", "e2e-jobs", "a", "b", "c", "d")

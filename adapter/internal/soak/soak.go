@@ -32,6 +32,7 @@ import (
 
 	"github.com/metricscale/metricscale/adapter/internal/fakekube"
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
+	"github.com/metricscale/metricscale/hack/freeport"
 	"github.com/metricscale/metricscale/providers/push/replicationtest"
 )
 
@@ -159,11 +160,11 @@ func New(cfg Config, dir, bin string) (*Harness, error) {
 		seen: map[string]map[int]int64{}, heap: map[string]int64{}, gor: map[string]int64{}}
 	n := cfg.Replicas + 1
 	for i := range n {
-		sp, err := testenv.FreePort()
+		sp, err := freeport.Get()
 		if err != nil {
 			return nil, err
 		}
-		pp, err := testenv.FreePort()
+		pp, err := freeport.Get()
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +250,7 @@ func (h *Harness) start(ctx context.Context, s *slot) error {
 	for {
 		select {
 		case <-exited:
-			return fmt.Errorf("replica %d exited before it was ready (log %s)", s.idx, logf.Name())
+			return fmt.Errorf("replica %d exited before it was ready (%s; log %s): %s", s.idx, cmd.ProcessState, logf.Name(), logTail(logf.Name(), 15))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -267,6 +268,16 @@ func (h *Harness) start(ctx context.Context, s *slot) error {
 	s.mu.Unlock()
 	h.logf("replica %d (process %d) ready", s.idx, inc)
 	return nil
+}
+
+// logTail is the last n lines of a replica's log, for an error that must say why it exited.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // kill stops slot s's process with sig and waits for it.

@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/metricscale/metricscale/adapter/app"
 	"github.com/metricscale/metricscale/adapter/internal/fakekube"
 	"github.com/metricscale/metricscale/certs"
+	"github.com/metricscale/metricscale/hack/freeport"
 )
 
 // Tokens and users known to the fake API server.
@@ -94,16 +94,6 @@ func MakeFiles(dir string) (*Files, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Client talks to the adapter's secure port.
@@ -203,7 +193,7 @@ func Start(ctx context.Context, dir string, extraArgs ...string) (*Adapter, erro
 		fake.Close()
 		return nil, err
 	}
-	securePort, err := FreePort()
+	securePort, err := freeport.Get()
 	if err != nil {
 		fake.Close()
 		return nil, err
@@ -216,7 +206,7 @@ func Start(ctx context.Context, dir string, extraArgs ...string) (*Adapter, erro
 			}
 		}
 	}
-	pushPort, err := FreePort()
+	pushPort, err := freeport.Get()
 	if err != nil {
 		fake.Close()
 		return nil, err
