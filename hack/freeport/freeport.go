@@ -19,7 +19,7 @@ import (
 )
 
 // low is the first port handed out: clear of the well-known and registered ports that
-// local services here use (Prometheus 9090, NATS 4222, PostgreSQL 5432, the cluster's).
+// local services here use (the development backends, the cluster).
 const low = 20000
 
 // Get returns a port on 127.0.0.1 that nothing listens on, outside the ephemeral range.
