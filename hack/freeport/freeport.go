@@ -22,6 +22,10 @@ import (
 // local services here use (the development backends, the cluster).
 const low = 20000
 
+// nodePorts is the first of Kubernetes' NodePort range (30000-32767), which kube-proxy
+// on the local cluster's real node may capture on 127.0.0.1: ports stay below it.
+const nodePorts = 30000
+
 // Get returns a port on 127.0.0.1 that nothing listens on, outside the ephemeral range.
 func Get() (int, error) {
 	return getIn(candidates())
@@ -57,7 +61,7 @@ func candidates() (int, int) {
 	lo, hi := ephemeralRange()
 	switch {
 	case lo-low >= 1000:
-		return low, lo - 1
+		return low, min(lo, nodePorts) - 1
 	case 65535-hi >= 1000:
 		return hi + 1, 65535
 	default:
