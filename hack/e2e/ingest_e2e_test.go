@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,8 +17,11 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/utils/ptr"
 
-	"github.com/metricscale/metricscale/hack/freeport"
+	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
+	"github.com/metricscale/metricscale/providers/providertest"
 	"github.com/metricscale/metricscale/providers/push"
 )
 
@@ -34,7 +35,7 @@ func TestIngestScales(t *testing.T) {
 	base := strings.TrimSuffix(cluster.PushURL, "/push")
 
 	t.Run("PrometheusRemoteWrite", func(t *testing.T) {
-		if _, err := os.Stat("/usr/bin/prometheus"); err != nil {
+		if _, err := os.Stat(providertest.PrometheusBinary); err != nil {
 			t.Fatalf("Debian's prometheus is not installed (hack/cluster.sh install-prometheus): %v", err)
 		}
 		ns := cluster.CreateNamespace(t, "remotewrite")
@@ -49,10 +50,12 @@ func TestIngestScales(t *testing.T) {
 		startRemoteWriter(t, target.Listener.Addr().String(), base+push.RemoteWritePath)
 
 		cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
-		createMA(t, newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10")))
+		createMA(t, scaleDownAtOnce(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
 		waitReplicas(t, ns, "worker", 4, 2*time.Minute)
 		depth.Store(70)
 		waitReplicas(t, ns, "worker", 7, time.Minute)
+		depth.Store(20)
+		waitReplicas(t, ns, "worker", 2, time.Minute)
 	})
 
 	t.Run("OTLPExporter", func(t *testing.T) {
@@ -78,43 +81,25 @@ func TestIngestScales(t *testing.T) {
 			t.Fatal(err)
 		}
 		cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
-		createMA(t, newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10")))
+		createMA(t, scaleDownAtOnce(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
 		waitReplicas(t, ns, "worker", 5, 2*time.Minute)
 		depth.Store(20)
 		waitReplicas(t, ns, "worker", 2, 2*time.Minute)
 	})
 }
 
+// scaleDownAtOnce drops the default 5-minute scale-down stabilization, so a
+// test sees a lower depth take effect.
+func scaleDownAtOnce(ma *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
+	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	return ma
+}
+
 // startRemoteWriter runs Debian's Prometheus scraping target every second
 // and remote-writing to url with the cluster's push token.
 func startRemoteWriter(t *testing.T, target, url string) {
 	t.Helper()
-	dir := t.TempDir()
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte(cluster.PushToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: worker\n  static_configs: [{targets: [%q]}]\n"+
-		"remote_write:\n- url: %s\n  authorization: {credentials_file: %s}\n  queue_config: {batch_send_deadline: 500ms}\n", target, url, token)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/usr/bin/prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", freeport.For(t)), "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("remote-writing prometheus' log:\n%s", b)
-		}
-	})
+	providertest.StartPrometheus(t, fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: worker\n  static_configs: [{targets: [%q]}]\n"+
+		"remote_write:\n- url: %s\n  authorization: {credentials_file: $DIR/token}\n  queue_config: {batch_send_deadline: 500ms}\n", target, url),
+		map[string]string{"token": cluster.PushToken})
 }

@@ -4,26 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/metricscale/metricscale/hack/freeport"
+	"github.com/metricscale/metricscale/providers/providertest"
 )
-
-const prometheusBinary = "/usr/bin/prometheus"
 
 // TestPrometheusRemoteWrite: Debian's Prometheus scrapes a queue depth and
 // remote-writes it (1.0, snappy, bearer token) to the push port; each value
 // it scrapes is stored with the scrape's labels. It logs the time from a
 // change at the target to the stored value.
 func TestPrometheusRemoteWrite(t *testing.T) {
-	if _, err := os.Stat(prometheusBinary); err != nil {
-		t.Skipf("%s is absent (install Debian's prometheus package to run this test): %v", prometheusBinary, err)
-	}
+	providertest.NeedPrometheus(t)
 	t.Parallel()
 	var depth atomic.Int64
 	depth.Store(11)
@@ -35,41 +28,16 @@ func TestPrometheusRemoteWrite(t *testing.T) {
 	sink := &recordingSink{}
 	srv := ingestServer(t, sink, 1<<20)
 
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(ingestToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s}
 scrape_configs:
 - job_name: worker
   static_configs: [{targets: [%q]}]
 remote_write:
 - url: %s%s
-  authorization: {credentials_file: %s}
+  authorization: {credentials_file: $DIR/token}
   queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
-`, target.Listener.Addr().String(), srv.URL, RemoteWritePath, filepath.Join(dir, "token"))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(prometheusBinary, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", freeport.For(t)), "--log.level=warn")
-	logs, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
+`, target.Listener.Addr().String(), srv.URL, RemoteWritePath)
+	providertest.StartPrometheus(t, cfg, map[string]string{"token": ingestToken})
 
 	waitFor := func(want float64, within time.Duration) time.Duration {
 		t.Helper()
