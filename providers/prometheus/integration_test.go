@@ -6,9 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,20 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metricscale/metricscale/hack/freeport"
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/naming"
 	"github.com/metricscale/metricscale/providers/providertest"
 )
 
-const prometheusBinary = "/usr/bin/prometheus"
-
 // TestRealPrometheus runs the provider against a real Prometheus on a free
 // loopback port, scraping a target served by the test itself.
 func TestRealPrometheus(t *testing.T) {
-	if _, err := os.Stat(prometheusBinary); err != nil {
-		t.Skipf("%s is absent (install Debian's prometheus package to run this test): %v", prometheusBinary, err)
-	}
+	providertest.NeedPrometheus(t)
 	t.Parallel()
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -133,35 +125,8 @@ externalRules:
 // scraping target every second, until the test ends; it returns its URL.
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
-	dir := t.TempDir()
-	port := freeport.For(t)
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n- job_name: test\n  static_configs: [{targets: [%q]}]\n",
-		strings.TrimPrefix(target, "http://"))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(prometheusBinary,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-		"--log.level=warn")
-	logs, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
-	return fmt.Sprintf("http://127.0.0.1:%d", port)
+	return providertest.StartPrometheus(t, fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n- job_name: test\n  static_configs: [{targets: [%q]}]\n",
+		strings.TrimPrefix(target, "http://")), nil)
 }
 
 // TestRealPrometheusFeed: with the change feed on (a hub with a
@@ -172,9 +137,7 @@ func startPrometheus(t *testing.T, target string) string {
 // change on the feed (Prometheus' 1s scrape plus the poll), and checks the
 // poll costs about one PromQL query per interval.
 func TestRealPrometheusFeed(t *testing.T) {
-	if _, err := os.Stat(prometheusBinary); err != nil {
-		t.Skipf("%s is absent (install Debian's prometheus package to run this test): %v", prometheusBinary, err)
-	}
+	providertest.NeedPrometheus(t)
 	t.Parallel()
 	var depth atomic.Int64
 	depth.Store(10)

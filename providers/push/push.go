@@ -19,6 +19,11 @@
 // (with Retry-After); 507 the series or byte limit of the store is reached. A push is
 // stored whole or not at all. The formats are described in package
 // pushformat. GET /healthz answers 200 without a token.
+//
+// The same port takes Prometheus remote write (POST /api/v1/write, 1.0 and
+// 2.0, snappy) and OTLP/HTTP metrics (POST /v1/metrics, protobuf or JSON,
+// optionally gzip), with the same token, limits, atomicity and replication
+// (ingest.go). A body may be gzip- or snappy-encoded on every path.
 package push
 
 import (
@@ -26,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,7 +39,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/providers"
-	"github.com/metricscale/metricscale/providers/pushformat"
 	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
@@ -96,10 +99,12 @@ func NewHandler(sink Sink, token string, maxBodyBytes int64) (*Handler, error) {
 	return &Handler{sink: sink, token: []byte(token), maxBodyBytes: maxBodyBytes}, nil
 }
 
-// Mux returns a ServeMux with /push and /healthz.
+// Mux returns a ServeMux with /push, RemoteWritePath, OTLPPath and /healthz.
 func (h *Handler) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/push", h)
+	mux.HandleFunc(RemoteWritePath, func(w http.ResponseWriter, r *http.Request) { h.ingest(w, r, remoteWriteProtocol) })
+	mux.HandleFunc(OTLPPath, func(w http.ResponseWriter, r *http.Request) { h.ingest(w, r, otlpProtocol) })
 	if h.Replicator != nil {
 		mux.HandleFunc(ReplicatePath, h.serveReplicate)
 	}
@@ -130,97 +135,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, format 
 	_, _ = io.WriteString(w, msg+"\n")
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: POST /push.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="metricscale-push"`)
-		h.fail(w, r, http.StatusUnauthorized, "unauthorized: a valid bearer token is required")
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		h.fail(w, r, http.StatusMethodNotAllowed, "method %s not allowed: use POST", r.Method)
-		return
-	}
-	if !h.admit(&h.inflight, w, r, "pushes") {
-		return
-	}
-	defer h.inflight.Add(-1)
-	ct := r.Header.Get("Content-Type")
-	mediaType, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", ct)
-		return
-	}
-	var parse func([]byte) ([]providers.Sample, error)
-	switch mediaType {
-	case "text/plain":
-		parse = pushformat.ParseText
-	case "application/openmetrics-text":
-		parse = pushformat.ParseOpenMetrics
-	case "application/json":
-		parse = pushformat.ParseJSON
-	default:
-		h.fail(w, r, http.StatusUnsupportedMediaType, "Content-Type %q: use text/plain (Prometheus text format) or application/json", mediaType)
-		return
-	}
-	forward := h.Replicator != nil && r.Header.Get(ForwardedHeader) == ""
-	var release func()
-	if forward && h.Hold != nil {
-		release = h.Hold()
-		defer func() {
-			if release != nil { // not handed to the forwarder
-				release()
-			}
-		}()
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			h.fail(w, r, http.StatusRequestEntityTooLarge, "body larger than %d bytes", h.maxBodyBytes)
-			return
-		}
-		h.fail(w, r, http.StatusBadRequest, "reading body: %v", err)
-		return
-	}
-	samples, err := parse(body)
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, "invalid push: %v", err)
-		return
-	}
-	if len(samples) == 0 {
-		h.fail(w, r, http.StatusBadRequest, "invalid push: no series")
-		return
-	}
-	if forward {
-		h.Replicator.Stamp(samples)
-	}
-	if err := h.sink.Append(samples); err != nil {
-		if errors.Is(err, providers.ErrStoreFull) {
-			h.fail(w, r, http.StatusInsufficientStorage, "not stored: %v", err)
-			return
-		}
-		h.fail(w, r, http.StatusBadRequest, "not stored: %v", err)
-		return
-	}
-	telemetry.PushedSamples.Add(float64(len(samples)))
-	telemetry.PushRequests.WithLabelValues(strconv.Itoa(http.StatusNoContent)).Inc()
-	if h.OnAppend != nil {
-		h.OnAppend()
-	}
-	if forward {
-		h.Replicator.Enqueue(samples, release)
-		release = nil
-	}
-	klog.V(5).InfoS("Push stored", "samples", len(samples), "remote", r.RemoteAddr)
-	w.WriteHeader(http.StatusNoContent)
+	h.ingest(w, r, pushProtocol)
 }
 
 // admit counts a request in inflight, or answers 429 when MaxInflight are
 // already in flight (pushers' and peers' batches each have their own count).
 // The caller releases an admitted request with inflight.Add(-1).
-func (h *Handler) admit(inflight *atomic.Int64, w http.ResponseWriter, r *http.Request, what string) bool {
+func (h *Handler) admit(inflight *atomic.Int64, w http.ResponseWriter, fail func(code int, msg string), what string) bool {
 	limit := int64(h.MaxInflight)
 	if limit <= 0 {
 		limit = DefaultMaxInflight
@@ -228,7 +151,7 @@ func (h *Handler) admit(inflight *atomic.Int64, w http.ResponseWriter, r *http.R
 	if inflight.Add(1) > limit {
 		inflight.Add(-1)
 		w.Header().Set("Retry-After", "1")
-		h.fail(w, r, http.StatusTooManyRequests, "too many concurrent %s (at most %d): retry later", what, limit)
+		fail(http.StatusTooManyRequests, fmt.Sprintf("too many concurrent %s (at most %d): retry later", what, limit))
 		return false
 	}
 	return true

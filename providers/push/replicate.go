@@ -980,7 +980,7 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 			})
 		}
 	case http.MethodPost:
-		if !h.admit(&h.replInflight, w, req, "batches") {
+		if !h.admit(&h.replInflight, w, func(code int, msg string) { h.fail(w, req, code, "%s", msg) }, "batches") {
 			return
 		}
 		defer h.replInflight.Add(-1)
