@@ -99,6 +99,7 @@ type keyspaceFeed struct {
 	mu          sync.Mutex
 	snap        *snapshot
 	established map[string]bool
+	failure     error // failed, for the tests
 
 	// what the receiver fills
 	emu       sync.Mutex
@@ -178,6 +179,14 @@ func (ks *keyspaceFeed) series(m *metricSettings) ([]ondemand.Series, bool, erro
 	}
 	s, err := m.series(ks.snap)
 	return s, true, err
+}
+
+// state says whether metric is served from notifications now, and why
+// the feed polls for good, if it does.
+func (ks *keyspaceFeed) state(metric string) (bool, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.established[metric], ks.failure
 }
 
 // subOf is the subscription m needs.
@@ -322,6 +331,9 @@ func (ks *keyspaceFeed) start(ctx context.Context) error {
 // fail turns the feed into polling for good.
 func (ks *keyspaceFeed) fail(err error) {
 	ks.failed = err
+	ks.mu.Lock()
+	ks.failure = err
+	ks.mu.Unlock()
 	ks.stop()
 	klog.Warningf("Change feed of provider %s: keyspace notifications unavailable, polling every %s instead: %v", ks.p.Name(), ks.poll, err)
 }
