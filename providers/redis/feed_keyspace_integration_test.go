@@ -149,7 +149,7 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 	}
 	established(t, p, "redis_jobs_length")
 	established(t, p, "redis_queues")
-	if got := srv.cli("CONFIG", "GET", "notify-keyspace-events"); missingFlags(strings.Fields(got+" x")[1], "Kgl") != "" {
+	if got := srv.cli("CONFIG", "GET", "notify-keyspace-events"); missingFlags(strings.Fields(got + " x")[1], "Kgl") != "" {
 		t.Errorf("notify-keyspace-events after start: %q, want K, g and l set", got)
 	}
 	hub.Drain()
