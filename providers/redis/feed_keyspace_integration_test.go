@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func quantiles(lat []time.Duration) string {
 // redis-server whose notifications are off, the provider sets
 // notify-keyspace-events (setNotifyKeyspaceEvents), and every LPUSH of a
 // burst, emptying of the list, and new key of a pattern is published and
-// served; it logs write → change on the feed.
+// served, and every XADD to a stream; it logs write → change on the feed.
 func TestRealServerKeyspaceFeed(t *testing.T) {
 	needBinaries(t)
 	t.Parallel()
@@ -139,27 +140,29 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 		"metrics": []map[string]any{
 			{"name": "redis_jobs_length", "type": "listLength", "key": "jobs"},
 			{"name": "redis_queues", "type": "listLength", "keyPattern": "q:*"},
+			{"name": "redis_events_length", "type": "streamLength", "key": "events"},
 		},
 	})
 	must(t, admin.RPush(ctx, "q:first", "a").Err())
-	for _, m := range []string{"redis_jobs_length", "redis_queues"} {
+	for _, m := range []string{"redis_jobs_length", "redis_queues", "redis_events_length"} {
 		if _, err := query(ctx, p, m); err != nil {
 			t.Fatalf("query %s: %v", m, err)
 		}
 	}
 	established(t, p, "redis_jobs_length")
 	established(t, p, "redis_queues")
-	if got := srv.cli("CONFIG", "GET", "notify-keyspace-events"); missingFlags(strings.Fields(got + " x")[1], "Kgl") != "" {
-		t.Errorf("notify-keyspace-events after start: %q, want K, g and l set", got)
+	established(t, p, "redis_events_length")
+	if got := srv.cli("CONFIG", "GET", "notify-keyspace-events"); missingFlags(strings.Fields(got + " x")[1], "Kglt") != "" {
+		t.Errorf("notify-keyspace-events after start: %q, want K, g, l and t set", got)
 	}
 	hub.Drain()
-	const trials = 60
+	const trials = 64
 	var lat []time.Duration
 	for i := range trials {
 		time.Sleep(rand.N(300 * time.Millisecond))
 		start := time.Now()
 		metric, label, key := "redis_jobs_length", "key", "jobs"
-		switch i % 3 {
+		switch i % 4 {
 		case 0:
 			burst := make([]any, 20)
 			for j := range burst {
@@ -171,10 +174,13 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 		case 2:
 			metric, key = "redis_queues", fmt.Sprintf("q:%d", i)
 			must(t, admin.LPush(ctx, key, "job").Err())
+		case 3:
+			metric, label, key = "redis_events_length", "stream", "events"
+			must(t, admin.XAdd(ctx, &goredis.XAddArgs{Stream: "events", Values: []any{"n", i}}).Err())
 		}
 		lat = append(lat, awaitChange(t, hub, start, metric, label, key))
 	}
-	t.Logf("write → change on the feed over %d trials (LPUSH of 20, DEL, LPUSH to a new key of a pattern), feed keyspace: %s", trials, quantiles(lat))
+	t.Logf("write → change on the feed over %d trials (LPUSH of 20, DEL, LPUSH to a new key of a pattern, XADD), feed keyspace: %s", trials, quantiles(lat))
 	// the snapshot the notifications keep serves what Redis holds
 	got, err := query(ctx, p, "redis_queues")
 	if err != nil {
@@ -367,5 +373,45 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 			lat := awaitChange(t, hub, start, "redis_jobs_length", "key", "jobs")
 			t.Logf("polling instead (%v): LPUSH → change %s", failure, lat.Round(time.Millisecond))
 		})
+	}
+}
+
+// audienceHub is a hub whose subscribers come and go.
+type audienceHub struct {
+	*providertest.TimedHub
+	n atomic.Int32
+}
+
+func (h *audienceHub) Subscribers() int { return int(h.n.Load()) }
+
+// TestRealServerKeyspaceUnsubscribe: the pub/sub connection exists while
+// the change feed has a subscriber reading a notified metric, and is
+// closed once it has none.
+func TestRealServerKeyspaceUnsubscribe(t *testing.T) {
+	needBinaries(t)
+	t.Parallel()
+	srv := startServer(t, "notify-keyspace-events Kgl")
+	ctx := context.Background()
+	hub := &audienceHub{TimedHub: providertest.NewTimedHub()}
+	hub.n.Store(1)
+	p := newFeedProvider(t, "redis-unsubscribe", hub, map[string]any{
+		"address": srv.addr(), "feed": "keyspace",
+		"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "keyPattern": "jobs:*"}},
+	})
+	clients := func() string { return srv.cli("CLIENT", "LIST", "TYPE", "pubsub") }
+	if c := clients(); c != "" {
+		t.Fatalf("a pub/sub connection before any query: %s", c)
+	}
+	if _, err := query(ctx, p, "redis_jobs_length"); err != nil && !strings.Contains(err.Error(), "redis_jobs_length") {
+		t.Fatal(err)
+	}
+	established(t, p, "redis_jobs_length")
+	if c := clients(); !strings.Contains(c, "psub=1") {
+		t.Errorf("pub/sub connections while watched: %q, want one with one pattern", c)
+	}
+	hub.n.Store(0)
+	waitFor(t, "the pub/sub connection closed after the last subscriber left", func() bool { return clients() == "" })
+	if ok, _ := p.keyspace.state("redis_jobs_length"); ok {
+		t.Error("the metric is still served from notifications with no connection")
 	}
 }
