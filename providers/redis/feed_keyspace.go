@@ -106,7 +106,8 @@ type keyspaceFeed struct {
 	pending   map[string]map[string]bool // key -> patterns it was notified by ("": its own channel)
 	overflow  bool
 	confirmed map[sub]bool
-	lostGen   int // bumped when the connection failed
+	lostGen   int   // bumped when the connection failed
+	refused   error // the server refused a subscription
 	wake      chan struct{}
 
 	// the loop's own
@@ -236,6 +237,13 @@ func (ks *keyspaceFeed) run(ctx context.Context) {
 // server confirmed.
 func (ks *keyspaceFeed) sync(ctx context.Context) {
 	names := ks.p.Watched()
+	ks.emu.Lock()
+	refused := ks.refused
+	ks.refused = nil
+	ks.emu.Unlock()
+	if refused != nil && ks.failed == nil {
+		ks.fail(refused)
+	}
 	ks.emu.Lock()
 	lost := ks.lostGen != ks.seenLostGen
 	ks.seenLostGen = ks.lostGen
@@ -452,6 +460,20 @@ func (ks *keyspaceFeed) receive(ctx context.Context, ps subscriber, done chan<- 
 			var nerr net.Error
 			if errors.As(err, &nerr) && nerr.Timeout() {
 				_ = ps.Ping(ctx)
+				continue
+			}
+			var rerr goredis.Error
+			if errors.As(err, &rerr) {
+				// the server's answer to a command on this connection
+				// (SUBSCRIBE refused by the ACL): no connection problem,
+				// and no notification is coming
+				ks.emu.Lock()
+				ks.refused = fmt.Errorf("subscribing to keyspace notifications (%s*) refused (the user needs the channel &%s<key> of each key metric and, for a keyPattern, the pattern &%s<keyPattern> itself: PSUBSCRIBE is checked against it literally): %w", ks.prefix, ks.prefix, ks.prefix, err)
+				ks.emu.Unlock()
+				select {
+				case ks.wake <- struct{}{}:
+				default:
+				}
 				continue
 			}
 			ks.emu.Lock()

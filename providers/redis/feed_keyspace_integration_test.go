@@ -324,19 +324,23 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 	t.Parallel()
 	const keyspaceRules = "resetkeys %R~* resetchannels &__keyspace@0__:* -@all +llen +xlen +xinfo|groups +scan +type +subscribe +psubscribe +unsubscribe +punsubscribe +ping"
 	for _, tc := range []struct {
-		name, user string
-		setNotify  bool
-		want       []string
+		name, user, notify string
+		setNotify          bool
+		want               []string
 	}{
-		{"CONFIG GET refused", "noconfig", true, []string{"notify-keyspace-events", "+config|get", "NOPERM"}},
-		{"flags off, not allowed to set", "cfgget", false, []string{`notify-keyspace-events is ""`, `without "Kgl"`, "setNotifyKeyspaceEvents"}},
-		{"flags off, CONFIG SET refused", "cfgget", true, []string{"CONFIG SET notify-keyspace-events", "+config|set", "NOPERM"}},
+		{"CONFIG GET refused", "noconfig", "", true, []string{"notify-keyspace-events", "+config|get", "NOPERM"}},
+		{"flags off, not allowed to set", "cfgget", "", false, []string{`notify-keyspace-events is ""`, `without "Kgl"`, "setNotifyKeyspaceEvents"}},
+		{"flags off, CONFIG SET refused", "cfgget", "", true, []string{"CONFIG SET notify-keyspace-events", "+config|set", "NOPERM"}},
+		// flags on, but its channels allow every key's SUBSCRIBE, not the
+		// pattern's PSUBSCRIBE
+		{"PSUBSCRIBE refused", "cfgget", "Kgl", false, []string{"PSUBSCRIBE is checked against it literally", "&__keyspace@0__:<keyPattern>", "NOPERM"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t,
 				"user noconfig on >"+aclPassword+" "+keyspaceRules,
-				"user cfgget on >"+aclPassword+" "+keyspaceRules+" +config|get")
+				"user cfgget on >"+aclPassword+" "+keyspaceRules+" +config|get",
+				fmt.Sprintf("notify-keyspace-events %q", tc.notify))
 			ctx := context.Background()
 			admin := goredis.NewClient(&goredis.Options{Addr: srv.addr()})
 			defer admin.Close()
@@ -346,8 +350,9 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 			p := newFeedProvider(t, "redis-refused", hub, map[string]any{
 				"address": srv.addr(), "username": tc.user, "password": map[string]string{"file": pwFile},
 				"feed": "keyspace", "setNotifyKeyspaceEvents": tc.setNotify,
-				"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "key": "jobs"}},
+				"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "keyPattern": "jobs*"}},
 			})
+			must(t, admin.LPush(ctx, "jobs", "first").Err())
 			if _, err := query(ctx, p, "redis_jobs_length"); err != nil {
 				t.Fatal(err)
 			}
@@ -364,8 +369,8 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 			if strings.Contains(failure.Error(), aclPassword) {
 				t.Errorf("the failure echoes the password: %q", failure)
 			}
-			if got := srv.cli("CONFIG", "GET", "notify-keyspace-events"); strings.TrimSpace(strings.TrimPrefix(got, "notify-keyspace-events")) != "" {
-				t.Errorf("notify-keyspace-events changed to %q", got)
+			if got := strings.TrimSpace(strings.TrimPrefix(srv.cli("CONFIG", "GET", "notify-keyspace-events"), "notify-keyspace-events")); missingFlags(got, tc.notify) != "" || missingFlags(tc.notify, got) != "" {
+				t.Errorf("notify-keyspace-events changed from %q to %q", tc.notify, got)
 			}
 			hub.Drain()
 			start := time.Now()
@@ -414,4 +419,41 @@ func TestRealServerKeyspaceUnsubscribe(t *testing.T) {
 	if ok, _ := p.keyspace.state("redis_jobs_length"); ok {
 		t.Error("the metric is still served from notifications with no connection")
 	}
+}
+
+// TestRealServerKeyspaceLeastPrivilege: the ACL rules the README gives for
+// feed: keyspace (no CONFIG SET) are enough, on a server whose config has
+// the notifications on: the channel pattern of a keyPattern listed as is.
+func TestRealServerKeyspaceLeastPrivilege(t *testing.T) {
+	needBinaries(t)
+	t.Parallel()
+	srv := startServer(t, "notify-keyspace-events Kgl",
+		"user keyspace on >"+aclPassword+" resetkeys %R~* resetchannels &__keyspace@0__:jobs:* -@all +llen +xlen +xinfo|groups +scan +type +subscribe +psubscribe +unsubscribe +punsubscribe +ping +config|get")
+	ctx := context.Background()
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.addr()})
+	defer admin.Close()
+	pwFile := filepath.Join(t.TempDir(), "password")
+	must(t, os.WriteFile(pwFile, []byte(aclPassword), 0o600))
+	hub := providertest.NewTimedHub()
+	must(t, admin.RPush(ctx, "jobs:a", "x").Err())
+	p := newFeedProvider(t, "redis-acl", hub, map[string]any{
+		"address": srv.addr(), "username": "keyspace", "password": map[string]string{"file": pwFile}, "feed": "keyspace",
+		"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "keyPattern": "jobs:*"}},
+	})
+	if _, err := query(ctx, p, "redis_jobs_length"); err != nil {
+		t.Fatal(err)
+	}
+	established(t, p, "redis_jobs_length")
+	hub.Drain()
+	start := time.Now()
+	must(t, admin.LPush(ctx, "jobs:b", "y").Err())
+	lat := awaitChange(t, hub, start, "redis_jobs_length", "key", "jobs:b")
+	got, err := query(ctx, p, "redis_jobs_length")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Errorf("served %v, want jobs:a and jobs:b", got)
+	}
+	t.Logf("least-privilege user: LPUSH to a new key → change %s", lat.Round(time.Millisecond))
 }
