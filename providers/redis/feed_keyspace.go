@@ -34,7 +34,10 @@ import (
 //     pipeline of LLEN/XLEN (and TYPE for a pattern's key, which may be
 //     new, gone, or of another type), merged into the snapshot; the changed
 //     metrics' series are published as the polling feed's are
-//     (ondemand.Provider.Refresh).
+//     (ondemand.Provider.Refresh). A key is read at most once per
+//     feedPollInterval: a notification of a key read less than that ago is
+//     read when that much has passed, so a busy queue costs at most what
+//     polling it does, and an idle one nothing.
 //   - Pub/sub drops what it cannot deliver, so every feedReconcileInterval
 //     every watched key is read again (the SCANs and one pipeline), and
 //     after the connection failed its metrics are served from Redis and
@@ -121,7 +124,8 @@ type keyspaceFeed struct {
 	seenLostGen int
 	failed      error // the server gives no notifications: poll for good
 	startAfter  time.Time
-	readAfter   time.Time // after a failed read of waiting metrics
+	readAfter   time.Time            // after a failed read of waiting metrics
+	lastRead    map[string]time.Time // notified keys' last reads (pruned at reconciliation)
 }
 
 func newKeyspaceFeed(p *Provider, s *settings, c keyspaceClient) *keyspaceFeed {
@@ -161,6 +165,7 @@ func (ks *keyspaceFeed) reset() {
 	ks.seenLostGen = ks.lostGen
 	ks.emu.Unlock()
 	ks.refs, ks.watched, ks.waiting = map[sub]int{}, map[string]*metricSettings{}, map[string]bool{}
+	ks.lastRead = map[string]time.Time{}
 }
 
 func newSnapshot() *snapshot {
@@ -207,21 +212,26 @@ func (ks *keyspaceFeed) run(ctx context.Context) {
 	defer pollT.Stop()
 	recT := time.NewTicker(ks.reconcile)
 	defer recT.Stop()
-	window := time.NewTimer(0)
-	<-window.C
-	armed := false
+	window := time.NewTimer(time.Hour)
+	window.Stop()
+	var due time.Time // when the window timer fires; zero: not armed
+	arm := func(d time.Duration) {
+		if due.IsZero() || time.Until(due) > d {
+			due = time.Now().Add(d)
+			window.Reset(d) // Go 1.23+: no stale tick after Reset
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ks.wake:
-			if !armed {
-				armed = true
-				window.Reset(keyspaceWindow)
-			}
+			arm(keyspaceWindow)
 		case <-window.C:
-			armed = false
-			ks.flush(ctx)
+			due = time.Time{}
+			if next := ks.flush(ctx); next > 0 {
+				arm(next)
+			}
 		case <-syncT.C:
 			ks.sync(ctx)
 		case <-pollT.C:
@@ -528,16 +538,68 @@ func (ks *keyspaceFeed) notified(channel, pattern string) {
 	}
 }
 
-// flush reads the keys notified since the last flush.
-func (ks *keyspaceFeed) flush(ctx context.Context) {
+// flush reads the keys notified since the last flush, but a key read less
+// than feedPollInterval ago only once that much has passed: a busy queue
+// costs no more reads than polling it would. It returns when to flush
+// again for the keys it put off (0: none).
+func (ks *keyspaceFeed) flush(ctx context.Context) time.Duration {
 	ks.emu.Lock()
 	pending, overflow := ks.pending, ks.overflow
 	ks.pending, ks.overflow = map[string]map[string]bool{}, false
 	ks.emu.Unlock()
 	if overflow {
 		ks.reconcileAll(ctx)
-		return
+		return 0
 	}
+	now := time.Now()
+	deferred, next := putOff(pending, ks.lastRead, now, ks.poll)
+	if len(deferred) > 0 {
+		ks.emu.Lock()
+		for key, pats := range deferred {
+			if cur := ks.pending[key]; cur != nil {
+				for p := range pats {
+					cur[p] = true
+				}
+			} else {
+				ks.pending[key] = pats
+			}
+		}
+		ks.emu.Unlock()
+	}
+	if len(pending) > 0 {
+		ks.read(ctx, pending, now)
+	}
+	return next
+}
+
+// putOff moves from pending the keys read less than spacing before now
+// into deferred, and says when the first of them is due.
+func putOff(pending map[string]map[string]bool, lastRead map[string]time.Time, now time.Time, spacing time.Duration) (map[string]map[string]bool, time.Duration) {
+	var deferred map[string]map[string]bool
+	var next time.Duration
+	for key, pats := range pending {
+		last, ok := lastRead[key]
+		if !ok {
+			continue
+		}
+		wait := spacing - now.Sub(last)
+		if wait <= 0 {
+			continue
+		}
+		if deferred == nil {
+			deferred = map[string]map[string]bool{}
+		}
+		deferred[key] = pats
+		delete(pending, key)
+		if next == 0 || wait < next {
+			next = wait
+		}
+	}
+	return deferred, next
+}
+
+// read reads notified keys into the snapshot and publishes what changed.
+func (ks *keyspaceFeed) read(ctx context.Context, pending map[string]map[string]bool, now time.Time) {
 	ks.mu.Lock()
 	var est []*metricSettings
 	for name := range ks.established {
@@ -547,6 +609,9 @@ func (ks *keyspaceFeed) flush(ctx context.Context) {
 	cmds, affected := commandsFor(pending, est)
 	if len(cmds) == 0 {
 		return
+	}
+	for key := range pending {
+		ks.lastRead[key] = now
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(ks.poll, time.Second))
 	defer cancel()
@@ -713,6 +778,11 @@ func mergeSnapshot(dst, src *snapshot) {
 func (ks *keyspaceFeed) reconcileAll(ctx context.Context) {
 	if ks.ps == nil {
 		return
+	}
+	for key, at := range ks.lastRead {
+		if time.Since(at) > ks.poll {
+			delete(ks.lastRead, key)
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(ks.poll, 5*time.Second))
 	defer cancel()

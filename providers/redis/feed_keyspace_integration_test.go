@@ -157,7 +157,8 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 	}
 	hub.Drain()
 	const trials = 64
-	var lat []time.Duration
+	var lat, quiet, busy []time.Duration
+	lastWrite := map[string]time.Time{}
 	for i := range trials {
 		time.Sleep(rand.N(300 * time.Millisecond))
 		start := time.Now()
@@ -178,9 +179,19 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 			metric, label, key = "redis_events_length", "stream", "events"
 			must(t, admin.XAdd(ctx, &goredis.XAddArgs{Stream: "events", Values: []any{"n", i}}).Err())
 		}
-		lat = append(lat, awaitChange(t, hub, start, metric, label, key))
+		d := awaitChange(t, hub, start, metric, label, key)
+		lat = append(lat, d)
+		// a key read less than feedPollInterval (1s) ago is read once that
+		// much has passed
+		if last, ok := lastWrite[key]; ok && start.Sub(last) < time.Second {
+			busy = append(busy, d)
+		} else {
+			quiet = append(quiet, d)
+		}
+		lastWrite[key] = start
 	}
-	t.Logf("write → change on the feed over %d trials (LPUSH of 20, DEL, LPUSH to a new key of a pattern, XADD), feed keyspace: %s", trials, quantiles(lat))
+	t.Logf("write → change on the feed over %d trials (LPUSH of 20, DEL, LPUSH to a new key of a pattern, XADD), feed keyspace: all %s; %d to a key not written in the last 1s: %s; %d to one written less than 1s before: %s",
+		trials, quantiles(lat), len(quiet), quantiles(quiet), len(busy), quantiles(busy))
 	// the snapshot the notifications keep serves what Redis holds
 	got, err := query(ctx, p, "redis_queues")
 	if err != nil {
@@ -456,4 +467,49 @@ func TestRealServerKeyspaceLeastPrivilege(t *testing.T) {
 		t.Errorf("served %v, want jobs:a and jobs:b", got)
 	}
 	t.Logf("least-privilege user: LPUSH to a new key → change %s", lat.Round(time.Millisecond))
+}
+
+// TestRealServerKeyspaceBusyList: a list written every 20ms (a producer
+// and its workers) is read at most once per feedPollInterval, as polling
+// would, and its changes are still published.
+func TestRealServerKeyspaceBusyList(t *testing.T) {
+	needBinaries(t)
+	t.Parallel()
+	srv := startServer(t, "notify-keyspace-events Kgl")
+	ctx := context.Background()
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.addr()})
+	defer admin.Close()
+	hub := providertest.NewTimedHub()
+	p := newFeedProvider(t, "redis-busy", hub, map[string]any{
+		"address": srv.addr(), "feed": "keyspace",
+		"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "key": "jobs"}},
+	})
+	if _, err := query(ctx, p, "redis_jobs_length"); err != nil {
+		t.Fatal(err)
+	}
+	established(t, p, "redis_jobs_length")
+	hub.Drain()
+	before, began := commandCalls(t, srv), time.Now()
+	writes := 0
+	for time.Since(began) < 5*time.Second {
+		must(t, admin.LPush(ctx, "jobs", writes).Err())
+		writes++
+		time.Sleep(20 * time.Millisecond)
+	}
+	// the last write is published too (at most an interval later)
+	final := int64(writes)
+	waitFor(t, "the last write published and served", func() bool {
+		got, err := query(ctx, p, "redis_jobs_length")
+		return err == nil && got[labels.Set{"key": "jobs"}.String()] == float64(final)
+	})
+	elapsed := time.Since(began)
+	llen := commandCalls(t, srv)["llen"] - before["llen"]
+	changes := len(hub.C)
+	t.Logf("%d LPUSH in %s: %d LLEN, %d changes published", writes, elapsed.Round(time.Millisecond), llen, changes)
+	if limit := int(elapsed/time.Second) + 2; llen > limit {
+		t.Errorf("%d LLEN for a list written every 20ms over %s, want at most one per feedPollInterval (%d)", llen, elapsed.Round(time.Millisecond), limit)
+	}
+	if changes == 0 {
+		t.Error("no change published while the list grew")
+	}
 }

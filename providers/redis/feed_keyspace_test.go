@@ -167,3 +167,34 @@ var errBroken = &wrongType{}
 type wrongType struct{}
 
 func (*wrongType) Error() string { return "WRONGTYPE" }
+
+// TestPutOff: a notified key read less than the spacing ago waits for the
+// rest of it; one never read, or read long enough ago, is read now.
+func TestPutOff(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	pending := map[string]map[string]bool{
+		"new": {"": true}, "old": {"": true}, "recent": {"q:*": true}, "just": {"": true},
+	}
+	lastRead := map[string]time.Time{
+		"old": now.Add(-2 * time.Second), "recent": now.Add(-300 * time.Millisecond), "just": now.Add(-900 * time.Millisecond),
+	}
+	deferred, next := putOff(pending, lastRead, now, time.Second)
+	var left []string
+	for k := range pending {
+		left = append(left, k)
+	}
+	slices.Sort(left)
+	if want := []string{"new", "old"}; !reflect.DeepEqual(left, want) {
+		t.Errorf("read now %v, want %v", left, want)
+	}
+	if want := map[string]map[string]bool{"recent": {"q:*": true}, "just": {"": true}}; !reflect.DeepEqual(deferred, want) {
+		t.Errorf("put off %v, want %v", deferred, want)
+	}
+	if next != 100*time.Millisecond {
+		t.Errorf("next flush in %s, want 100ms (the key read 900ms ago)", next)
+	}
+	if deferred, next := putOff(map[string]map[string]bool{"new": {"": true}}, lastRead, now, time.Second); deferred != nil || next != 0 {
+		t.Errorf("nothing to put off: got %v, %s", deferred, next)
+	}
+}
