@@ -11,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/metricscale/metricscale/providers/ondemand"
@@ -75,6 +77,21 @@ const (
 	maxPendingKeyspaceKeys = 10000
 	notifyKeyspaceEvents   = "notify-keyspace-events"
 )
+
+var (
+	keyspaceFailed = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_keyspace_failed",
+		Help:           "1 when a redis provider with feed: keyspace polls instead, for good, because the server gives it no keyspace notifications (notify-keyspace-events off, CONFIG or SUBSCRIBE refused; the log says which), by provider.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+	keyspaceNotifications = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "metricscale", Subsystem: "adapter", Name: "feed_keyspace_notifications_total",
+		Help:           "Keyspace notifications a redis provider with feed: keyspace received, by provider.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider"})
+)
+
+func init() { legacyregistry.MustRegister(keyspaceFailed, keyspaceNotifications) }
 
 // evented says the kind's changes are all notified: a list's or a stream's
 // length changes only with a write to the key. A group's pending count and
@@ -206,6 +223,9 @@ func (ks *keyspaceFeed) subOf(m *metricSettings) sub {
 // run is the feed's loop; it returns when ctx is done.
 func (ks *keyspaceFeed) run(ctx context.Context) {
 	defer ks.stop()
+	keyspaceFailed.WithLabelValues(ks.p.Name()).Set(0)
+	defer keyspaceFailed.DeleteLabelValues(ks.p.Name())
+	defer keyspaceNotifications.DeleteLabelValues(ks.p.Name())
 	syncT := time.NewTicker(keyspaceSync)
 	defer syncT.Stop()
 	pollT := time.NewTicker(ks.poll)
@@ -352,6 +372,7 @@ func (ks *keyspaceFeed) fail(err error) {
 	ks.mu.Lock()
 	ks.failure = err
 	ks.mu.Unlock()
+	keyspaceFailed.WithLabelValues(ks.p.Name()).Set(1)
 	ks.stop()
 	klog.Warningf("Change feed of provider %s: keyspace notifications unavailable, polling every %s instead: %v", ks.p.Name(), ks.poll, err)
 }
@@ -500,6 +521,7 @@ func (ks *keyspaceFeed) receive(ctx context.Context, ps subscriber, done chan<- 
 		}
 		switch m := msg.(type) {
 		case *goredis.Message:
+			keyspaceNotifications.WithLabelValues(ks.p.Name()).Inc()
 			ks.notified(m.Channel, m.Pattern)
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "psubscribe" {

@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/providertest"
@@ -192,6 +193,12 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 	}
 	t.Logf("write → change on the feed over %d trials (LPUSH of 20, DEL, LPUSH to a new key of a pattern, XADD), feed keyspace: all %s; %d to a key not written in the last 1s: %s; %d to one written less than 1s before: %s",
 		trials, quantiles(lat), len(quiet), quantiles(quiet), len(busy), quantiles(busy))
+	if v, err := testutil.GetCounterMetricValue(keyspaceNotifications.WithLabelValues("redis-keyspace")); err != nil || v < trials {
+		t.Errorf("metricscale_adapter_feed_keyspace_notifications_total = %v (%v), want at least one per write (%d)", v, err, trials)
+	}
+	if v, err := testutil.GetGaugeMetricValue(keyspaceFailed.WithLabelValues("redis-keyspace")); err != nil || v != 0 {
+		t.Errorf("metricscale_adapter_feed_keyspace_failed = %v (%v), want 0", v, err)
+	}
 	// the snapshot the notifications keep serves what Redis holds
 	got, err := query(ctx, p, "redis_queues")
 	if err != nil {
@@ -358,7 +365,8 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 			pwFile := filepath.Join(t.TempDir(), "password")
 			must(t, os.WriteFile(pwFile, []byte(aclPassword), 0o600))
 			hub := providertest.NewTimedHub()
-			p := newFeedProvider(t, "redis-refused", hub, map[string]any{
+			name := "redis-refused-" + strings.NewReplacer(" ", "-", ",", "").Replace(tc.name)
+			p := newFeedProvider(t, name, hub, map[string]any{
 				"address": srv.addr(), "username": tc.user, "password": map[string]string{"file": pwFile},
 				"feed": "keyspace", "setNotifyKeyspaceEvents": tc.setNotify,
 				"metrics": []map[string]any{{"name": "redis_jobs_length", "type": "listLength", "keyPattern": "jobs*"}},
@@ -376,6 +384,9 @@ func TestRealServerKeyspaceRefused(t *testing.T) {
 				if !strings.Contains(failure.Error(), w) {
 					t.Errorf("failure %q, want it to contain %q", failure, w)
 				}
+			}
+			if v, err := testutil.GetGaugeMetricValue(keyspaceFailed.WithLabelValues(name)); err != nil || v != 1 {
+				t.Errorf("metricscale_adapter_feed_keyspace_failed{provider=%s} = %v (%v), want 1", name, v, err)
 			}
 			if strings.Contains(failure.Error(), aclPassword) {
 				t.Errorf("the failure echoes the password: %q", failure)
