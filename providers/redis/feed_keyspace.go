@@ -142,6 +142,7 @@ type keyspaceFeed struct {
 	failed      error // the server gives no notifications: poll for good
 	startAfter  time.Time
 	readAfter   time.Time            // after a failed read of waiting metrics
+	recheck     bool                 // check notify-keyspace-events once reconnected
 	lastRead    map[string]time.Time // notified keys' last reads (pruned at reconciliation)
 }
 
@@ -182,7 +183,7 @@ func (ks *keyspaceFeed) reset() {
 	ks.seenLostGen = ks.lostGen
 	ks.emu.Unlock()
 	ks.refs, ks.watched, ks.waiting = map[sub]int{}, map[string]*metricSettings{}, map[string]bool{}
-	ks.lastRead = map[string]time.Time{}
+	ks.lastRead, ks.recheck = map[string]time.Time{}, false
 }
 
 func newSnapshot() *snapshot {
@@ -290,6 +291,9 @@ func (ks *keyspaceFeed) sync(ctx context.Context) {
 		for name := range ks.watched {
 			ks.waiting[name] = true
 		}
+		// a restarted server has its config file's notify-keyspace-events
+		// again, not what CONFIG SET made it: check once reconnected
+		ks.recheck = true
 	}
 	want := map[string]*metricSettings{}
 	var others []string
@@ -329,6 +333,22 @@ func (ks *keyspaceFeed) sync(ctx context.Context) {
 			others = append(others, name)
 		}
 	}
+	if len(ready) > 0 && ks.recheck {
+		// the subscriptions are confirmed again: the server is back
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ks.checkConfig(cctx)
+		cancel()
+		switch {
+		case err == nil:
+			ks.recheck = false
+		case definitive(err):
+			ks.fail(err)
+			ks.others = names
+			return
+		default:
+			ready = nil // still waiting: polled below
+		}
+	}
 	ks.others = others
 	if len(ready) > 0 && !time.Now().Before(ks.readAfter) {
 		ks.establish(ctx, ready)
@@ -347,9 +367,10 @@ func (ks *keyspaceFeed) start(ctx context.Context) error {
 	if time.Now().Before(ks.startAfter) {
 		return errors.New("waiting to retry")
 	}
-	if err := ks.checkConfig(ctx); err != nil {
-		var rerr goredis.Error
-		if errors.As(err, &rerr) || errors.Is(err, errNotifyOff) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := ks.checkConfig(cctx); err != nil {
+		if definitive(err) {
 			ks.fail(err)
 			return err
 		}
@@ -364,6 +385,25 @@ func (ks *keyspaceFeed) start(ctx context.Context) error {
 	go ks.receive(rctx, ks.ps, ks.recvDone)
 	klog.V(2).InfoS("Change feed: listening to keyspace notifications", "provider", ks.p.Name(), "channelPrefix", ks.prefix)
 	return nil
+}
+
+// definitive says a failed check is the server's answer (the flags are
+// off, a command refused), not a connection's failure.
+func definitive(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) || errors.Is(err, errNotifyOff)
+}
+
+// verify checks the server's notify-keyspace-events again, turning the
+// feed into polling when it answers no; false then.
+func (ks *keyspaceFeed) verify(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := ks.checkConfig(cctx); err != nil && definitive(err) {
+		ks.fail(err)
+		return false
+	}
+	return true
 }
 
 // fail turns the feed into polling for good.
@@ -806,15 +846,11 @@ func (ks *keyspaceFeed) reconcileAll(ctx context.Context) {
 			delete(ks.lastRead, key)
 		}
 	}
+	if !ks.verify(ctx) {
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, max(ks.poll, 5*time.Second))
 	defer cancel()
-	if err := ks.checkConfig(rctx); err != nil {
-		var rerr goredis.Error
-		if errors.As(err, &rerr) || errors.Is(err, errNotifyOff) {
-			ks.fail(err)
-			return
-		}
-	}
 	ks.mu.Lock()
 	var ms []*metricSettings
 	names := make([]string, 0, len(ks.established))

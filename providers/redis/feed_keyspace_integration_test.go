@@ -199,6 +199,20 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 	if v, err := testutil.GetGaugeMetricValue(keyspaceFailed.WithLabelValues("redis-keyspace")); err != nil || v != 0 {
 		t.Errorf("metricscale_adapter_feed_keyspace_failed = %v (%v), want 0", v, err)
 	}
+	// A restart: the server's notify-keyspace-events is its config file's
+	// again (off); the provider sets it once reconnected.
+	srv.stop()
+	srv.start()
+	waitFor(t, "notify-keyspace-events set again after the restart", func() bool {
+		f := strings.Fields(srv.cli("CONFIG", "GET", "notify-keyspace-events") + " x")
+		return missingFlags(f[1], "Kglt") == ""
+	})
+	established(t, p, "redis_queues")
+	hub.Drain()
+	start := time.Now()
+	must(t, admin.LPush(ctx, "q:after-restart", "job").Err())
+	restarted := awaitChange(t, hub, start, "redis_queues", "key", "q:after-restart")
+	t.Logf("after a server restart: LPUSH to a new key → change %s", restarted.Round(time.Millisecond))
 	// the snapshot the notifications keep serves what Redis holds
 	got, err := query(ctx, p, "redis_queues")
 	if err != nil {
