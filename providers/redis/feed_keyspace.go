@@ -672,8 +672,8 @@ func (ks *keyspaceFeed) read(ctx context.Context, pending map[string]map[string]
 	if len(cmds) == 0 {
 		return
 	}
-	for key := range pending {
-		ks.lastRead[key] = now
+	for _, c := range cmds {
+		ks.lastRead[c.Key] = now
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(ks.poll, time.Second))
 	defer cancel()
