@@ -287,6 +287,59 @@ func (p *Provider) Poll(ctx context.Context) {
 	wg.Wait()
 }
 
+// Watched returns the metrics the change feed's subscribers read now,
+// dropping those whose lease ended (all of them while the feed has no
+// subscriber): for a provider that learns of their changes its own way
+// (the redis provider's keyspace notifications) and runs that instead of
+// Run. Nil when the provider has no feed.
+func (p *Provider) Watched() []string {
+	if p.feed == nil {
+		return nil
+	}
+	return p.feed.due()
+}
+
+// Refresh reads the named metrics now with their Read, not through the
+// cache (a load in progress is not joined: it may have begun before the
+// change the caller knows of). A good reading replaces the cached one, so
+// that the queries a published change triggers see it, and its changes
+// are published as a poll's are. Unknown or unwatched names are read and
+// cached but publish nothing.
+func (p *Provider) Refresh(ctx context.Context, names []string) {
+	sem := make(chan struct{}, feedParallel)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		m := p.metrics[name]
+		if m == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.calls.Add(1)
+			s, err := m.Read(ctx)
+			p.record(err)
+			if err != nil {
+				if p.feed != nil {
+					feedPollReads.WithLabelValues(p.name, "error").Inc()
+				}
+				klog.V(4).InfoS("Change feed refresh failed", "provider", p.name, "metric", name, "err", err)
+				return
+			}
+			ttl := p.ttl
+			if m.CacheTTL != nil {
+				ttl = *m.CacheTTL
+			}
+			p.readings.Put(name, reading{series: s, at: p.clock.Now()}, ttl)
+			if p.feed != nil {
+				feedPollReads.WithLabelValues(p.name, "ok").Inc()
+				p.feed.observe(m, s)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // Run implements providers.Runner: it polls every interval while the
 // provider has a feed.
 func (p *Provider) Run(ctx context.Context) {

@@ -375,3 +375,39 @@ func gaugeValue(t *testing.T, g metrics.GaugeMetric) float64 {
 	}
 	return v
 }
+
+// TestFeedRefresh: Refresh (the redis keyspace feed's read of a notified
+// metric) reads at once though a reading is cached, publishes the change,
+// and its reading serves the queries the change triggers; Watched drops a
+// metric whose lease ended.
+func TestFeedRefresh(t *testing.T) {
+	t.Parallel()
+	b, h := newBackend(), &hub{subscribers: 1}
+	b.set("orders", 3)
+	p, clk := feedProvider(t, b, h, 10*time.Second, Feed{}, "orders", "mail")
+	query(t, p, "orders")
+	if got := p.Watched(); !reflect.DeepEqual(got, []string{"orders"}) {
+		t.Fatalf("watched %v, want [orders]", got)
+	}
+	b.set("orders", 40)
+	p.Refresh(context.Background(), []string{"orders", "mail", "unknown"})
+	want := []string{`orders{namespace=shop,queue=orders} ns="shop" kind=external`}
+	if got := h.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after Refresh published %v, want %v (mail is not watched)", got, want)
+	}
+	reads := b.readsOf("orders")
+	list, err := p.GetExternalMetric(context.Background(), "shop", labels.Everything(), info("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := list.Items[0].Value.Value(); v != 40 {
+		t.Errorf("a query after Refresh got %d, want the refreshed 40", v)
+	}
+	if got := b.readsOf("orders"); got != reads {
+		t.Errorf("the query read the backend (%d reads, was %d): Refresh's reading should serve it", got, reads)
+	}
+	clk.Step(DefaultFeedLease + time.Second)
+	if got := p.Watched(); len(got) != 0 {
+		t.Errorf("watched %v after the lease ended, want none", got)
+	}
+}

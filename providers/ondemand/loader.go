@@ -131,3 +131,25 @@ func (l *Loader[T]) Forget(key string) {
 		}
 	}
 }
+
+// Put stores v as key's value for ttl, as if a load had just returned it;
+// a load in progress is not waited for and its result does not replace v.
+// ttl 0: nothing is cached (a completed value is dropped).
+func (l *Loader[T]) Put(key string, v T, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ttl <= 0 {
+		if e := l.entries[key]; e != nil {
+			select {
+			case <-e.done:
+				delete(l.entries, key)
+			default:
+			}
+		}
+		return
+	}
+	now := l.clock.Now()
+	done := make(chan struct{})
+	close(done)
+	l.entries[key] = &entry[T]{done: done, val: v, started: now, expires: now.Add(ttl)}
+}

@@ -41,6 +41,7 @@ const (
 	OpLLen        Op = iota // LLEN key
 	OpXLen                  // XLEN key
 	OpXInfoGroups           // XINFO GROUPS key
+	OpType                  // TYPE key (the keyspace feed: is a notified key of a pattern's type)
 )
 
 func (o Op) String() string {
@@ -51,6 +52,8 @@ func (o Op) String() string {
 		return "XLEN"
 	case OpXInfoGroups:
 		return "XINFO GROUPS"
+	case OpType:
+		return "TYPE"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -65,6 +68,8 @@ type Command struct {
 type Reply struct {
 	// N is LLEN's or XLEN's answer.
 	N int64
+	// Type is TYPE's answer ("list", "stream", "none").
+	Type string
 	// Groups is XINFO GROUPS' answer; NoKey says the stream does not exist.
 	Groups []Group
 	NoKey  bool
@@ -195,6 +200,8 @@ func (r *redisClient) Pipeline(ctx context.Context, cmds []Command) ([]Reply, er
 			// raw, so that a NULL lag and a missing one (Redis 6) are told
 			// apart from a real 0
 			rcmds[i] = pipe.Do(ctx, "XINFO", "GROUPS", c.Key)
+		case OpType:
+			rcmds[i] = pipe.Type(ctx, c.Key)
 		default:
 			return nil, fmt.Errorf("unknown command %v", c.Op)
 		}
@@ -219,6 +226,8 @@ func (r *redisClient) Pipeline(ctx context.Context, cmds []Command) ([]Reply, er
 		switch c.Op {
 		case OpLLen, OpXLen:
 			out[i].N, out[i].Err = rcmds[i].(*goredis.IntCmd).Result()
+		case OpType:
+			out[i].Type, out[i].Err = rcmds[i].(*goredis.StatusCmd).Result()
 		case OpXInfoGroups:
 			switch {
 			case cerr != nil && strings.Contains(cerr.Error(), "no such key"):
@@ -231,6 +240,56 @@ func (r *redisClient) Pipeline(ctx context.Context, cmds []Command) ([]Reply, er
 		}
 	}
 	return out, nil
+}
+
+// keyspaceClient is what the keyspace feed needs beyond Client: the
+// server's notify-keyspace-events, and a pub/sub connection.
+type keyspaceClient interface {
+	// ConfigGet returns a config parameter's value.
+	ConfigGet(ctx context.Context, name string) (string, error)
+	// ConfigSet sets a config parameter.
+	ConfigSet(ctx context.Context, name, value string) error
+	// Subscriber opens a pub/sub connection (lazily, on its first
+	// command) with the client's address and credentials.
+	Subscriber(ctx context.Context) subscriber
+}
+
+// subscriber is a pub/sub connection; *goredis.PubSub is one. It
+// reconnects and subscribes again on its own after a failed receive.
+type subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) error
+	PSubscribe(ctx context.Context, patterns ...string) error
+	Unsubscribe(ctx context.Context, channels ...string) error
+	PUnsubscribe(ctx context.Context, patterns ...string) error
+	ReceiveTimeout(ctx context.Context, timeout time.Duration) (any, error)
+	Ping(ctx context.Context, payload ...string) error
+	Close() error
+}
+
+var _ keyspaceClient = (*redisClient)(nil)
+
+func (r *redisClient) ConfigGet(ctx context.Context, name string) (string, error) {
+	m, err := r.c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return "", fmt.Errorf("CONFIG GET %s: %w", name, err)
+	}
+	v, ok := m[name]
+	if !ok {
+		return "", fmt.Errorf("CONFIG GET %s: the server does not have it", name)
+	}
+	return v, nil
+}
+
+func (r *redisClient) ConfigSet(ctx context.Context, name, value string) error {
+	if err := r.c.ConfigSet(ctx, name, value).Err(); err != nil {
+		return fmt.Errorf("CONFIG SET %s %s: %w", name, value, err)
+	}
+	return nil
+}
+
+func (r *redisClient) Subscriber(ctx context.Context) subscriber {
+	// no channel yet: Subscribe opens the connection
+	return r.c.Subscribe(ctx)
 }
 
 // isCommandError tells the server's answer to one command (WRONGTYPE,

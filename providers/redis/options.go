@@ -108,7 +108,33 @@ type Options struct {
 	// FeedPollInterval and FeedMaxPolledMetrics: how the metrics the
 	// change feed's subscribers read are polled.
 	ondemand.FeedOptions
+	// FeedMode (feed) is how the change feed learns of changes: "poll" (default)
+	// reads every watched metric each feedPollInterval; "keyspace" reads
+	// a listLength or streamLength key only when a keyspace notification
+	// says it was written, plus every feedReconcileInterval (see
+	// feed_keyspace.go).
+	FeedMode FeedMode `json:"feed,omitempty"`
+	// FeedReconcileInterval is how often the keyspace feed reads every
+	// watched key anyway (default 30s): pub/sub drops what it cannot
+	// deliver.
+	FeedReconcileInterval *metav1.Duration `json:"feedReconcileInterval,omitempty"`
+	// SetNotifyKeyspaceEvents lets the keyspace feed add the flags it
+	// needs to the server's notify-keyspace-events (CONFIG SET) when they
+	// are off; without it the feed polls instead, with a warning.
+	SetNotifyKeyspaceEvents bool `json:"setNotifyKeyspaceEvents,omitempty"`
 }
+
+// FeedMode is how the change feed learns of changes.
+type FeedMode string
+
+// The feed modes.
+const (
+	FeedPoll     FeedMode = "poll"
+	FeedKeyspace FeedMode = "keyspace"
+)
+
+// DefaultFeedReconcileInterval is feedReconcileInterval's default.
+const DefaultFeedReconcileInterval = 30 * time.Second
 
 // MetricEntry is one configured metric: its name and labels, and what it
 // measures.
@@ -135,14 +161,18 @@ type MetricEntry struct {
 
 // settings are validated options with defaults applied.
 type settings struct {
-	addr      string
-	db        int
-	username  string
-	password  *options.Secret
-	tls       *options.TLS
-	tlsOn     bool
-	ttl       time.Duration
-	feed      ondemand.Feed
+	addr     string
+	db       int
+	username string
+	password *options.Secret
+	tls      *options.TLS
+	tlsOn    bool
+	ttl      time.Duration
+	feed     ondemand.Feed
+	// keyspace: the change feed uses keyspace notifications
+	keyspace  bool
+	reconcile time.Duration
+	setNotify bool
 	maxKeys   int
 	scanCount int
 	metrics   []metricSettings
@@ -184,6 +214,24 @@ func (o *Options) settings(field string) (*settings, error) {
 	o.TLS.Validate(field+".tls", &errs)
 	o.FeedOptions.Validate(field, &errs)
 	s.feed = o.Feed()
+	s.setNotify = o.SetNotifyKeyspaceEvents
+	s.reconcile = DefaultFeedReconcileInterval
+	switch o.FeedMode {
+	case "", FeedPoll:
+	case FeedKeyspace:
+		s.keyspace = true
+		if s.feed.Interval < 0 {
+			errs.Add(field+".feed", "keyspace needs the change feed, which feedPollInterval 0s turns off")
+		}
+	default:
+		errs.Add(field+".feed", "%q: want %s or %s", o.FeedMode, FeedPoll, FeedKeyspace)
+	}
+	if o.FeedReconcileInterval != nil {
+		if o.FeedReconcileInterval.Duration <= 0 {
+			errs.Add(field+".feedReconcileInterval", "must be positive, got %s", o.FeedReconcileInterval.Duration)
+		}
+		s.reconcile = o.FeedReconcileInterval.Duration
+	}
 	if o.CacheTTL != nil {
 		if o.CacheTTL.Duration < 0 {
 			errs.Add(field+".cacheTTL", "must not be negative, got %s", o.CacheTTL.Duration)

@@ -53,6 +53,9 @@ func TestValidateRejects(t *testing.T) {
 		{"labelsFrom replaces group", `{"address":"h:1","metrics":[{"name":"m","type":"streamLag","keyPattern":"k*","labelsFrom":"^(?P<group>.*)$"}]}`, []string{"options.metrics[0].labelsFrom: group \"group\" would replace"}},
 		{"labelsFrom clashes with labels", `{"address":"h:1","metrics":[{"name":"m","type":"listLength","keyPattern":"k*","labels":{"q":"x"},"labelsFrom":"^k(?P<q>.*)$"}]}`, []string{"options.metrics[0].labelsFrom: group \"q\" is also in labels"}},
 		{"labelsFrom misses key", `{"address":"h:1","metrics":[{"name":"m","type":"listLength","key":"jobs","labelsFrom":"^q:(?P<q>.*)$"}]}`, []string{"options.metrics[0].labelsFrom: does not match key \"jobs\""}},
+		{"bad feed", `{"address":"h:1","feed":"push","metrics":[` + list + `]}`, []string{"options.feed: \"push\""}},
+		{"keyspace without feed", `{"address":"h:1","feed":"keyspace","feedPollInterval":"0s","metrics":[` + list + `]}`, []string{"options.feed: keyspace needs the change feed"}},
+		{"zero reconcile", `{"address":"h:1","feed":"keyspace","feedReconcileInterval":"0s","metrics":[` + list + `]}`, []string{"options.feedReconcileInterval: must be positive"}},
 		{"second entry", `{"address":"h:1","metrics":[` + list + `,{"name":"b","type":"streamBacklog"}]}`, []string{"options.metrics[1].key: required"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,6 +64,9 @@ type Provider struct {
 	settings *settings
 	// readings share one read of Redis between the metrics of a batch
 	readings *ondemand.Loader[*snapshot]
+	// keyspace is the change feed over keyspace notifications (feed:
+	// keyspace); nil: the polling feed, if any.
+	keyspace *keyspaceFeed
 }
 
 // batch is the metrics read together: those with the same cache TTL.
@@ -106,6 +109,9 @@ func newProvider(name string, s *settings, client Client, clk clock.PassiveClock
 		}
 		b.metrics = append(b.metrics, m)
 		metrics = append(metrics, m.Metric(func(ctx context.Context) ([]ondemand.Series, error) {
+			if s, ok, err := p.keyspace.series(m); ok {
+				return s, err
+			}
 			snap, err := p.readings.GetTTL(ctx, b.key, b.ttl, func(ctx context.Context) (*snapshot, error) {
 				return p.read(ctx, b)
 			})
@@ -120,7 +126,20 @@ func newProvider(name string, s *settings, client Client, clk clock.PassiveClock
 		return nil, err
 	}
 	p.Provider = op
+	if kc, ok := client.(keyspaceClient); ok && s.keyspace && changes != nil {
+		p.keyspace = newKeyspaceFeed(p, s, kc)
+	}
 	return p, nil
+}
+
+// Run implements providers.Runner: the change feed, over keyspace
+// notifications with feed: keyspace, else polling.
+func (p *Provider) Run(ctx context.Context) {
+	if p.keyspace == nil {
+		p.Provider.Run(ctx)
+		return
+	}
+	p.keyspace.run(ctx)
 }
 
 // Close closes the provider's connections.
