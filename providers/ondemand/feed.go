@@ -290,7 +290,7 @@ func (p *Provider) Poll(ctx context.Context) {
 // Watched returns the metrics the change feed's subscribers read now,
 // dropping those whose lease ended (all of them while the feed has no
 // subscriber): for a provider that learns of their changes its own way
-// (the redis provider's keyspace notifications) and runs that instead of
+// (a provider's own change notifications, such as keyspace events) and runs that instead of
 // Run. Nil when the provider has no feed.
 func (p *Provider) Watched() []string {
 	if p.feed == nil {
