@@ -39,8 +39,12 @@ var redisFragment []byte
 const (
 	redisPort = 16379
 	redisUser = "metricscale"
-	// The adapter's rights; keep in step with providers/redis/README.md.
-	redisUserRules = "resetkeys %R~* resetchannels -@all +llen +xlen +xinfo|groups +scan"
+	// The adapter's rights; keep in step with providers/redis/README.md. With those of
+	// feed: keyspace (README "Permissions on the server"): the keyspace channels of
+	// redis.yaml's keys, and the pattern make bench-keda's keyPattern subscribes to
+	// (PSUBSCRIBE patterns are checked literally).
+	redisUserRules = "resetkeys %R~* resetchannels &__keyspace@0__:e2e-jobs &__keyspace@0__:e2e-events &__keyspace@0__:kedabench-ours-* " +
+		"-@all +llen +xlen +xinfo|groups +scan +type +subscribe +psubscribe +unsubscribe +punsubscribe +ping +config|get"
 	redisWait      = 60 * time.Second
 	// redisKey is the list redis.yaml serves as redis_e2e_jobs_length.
 	redisKey = "e2e-jobs"
@@ -143,6 +147,8 @@ dir %q
 save 60 1
 appendonly no
 maxmemory 256mb
+# keyspace notifications for generic, list and stream commands (the redis provider's feed: keyspace)
+notify-keyspace-events Kglt
 user default on #%s ~* &* +@all
 user %s on #%s %s
 `, bind, redisPort, l.pidfile, l.logfile, l.data, adminHash, redisUser, userHash, redisUserRules)

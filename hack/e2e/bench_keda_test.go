@@ -297,8 +297,8 @@ func (b *kedaBench) oursSide(t *testing.T) *kbSide {
 	s := &kbSide{
 		name: "metricscale", ns: ns, prefix: kbOursPrefix,
 		procs:    []string{"metricscale-autoscaler", "metricscale-adapter"},
-		defaults: "defaults: syncPeriod 15s, feed poll 1s",
-		fast:     "fast: syncPeriod 1s, feed poll 1s",
+		defaults: "defaults: syncPeriod 15s, feed " + benchFeed(),
+		fast:     "fast: syncPeriod 1s, feed " + benchFeed(),
 	}
 	s.decided = func(t *testing.T) (int, int) {
 		body, err := adminGet(oursAddr + "/metrics")
@@ -806,6 +806,15 @@ func (b *kedaBench) deleteScaledObjects(t *testing.T, ns string) {
 	})
 }
 
+// benchFeed is the redis provider's feed the run uses: METRICSCALE_BENCH_FEED=keyspace,
+// or polling every 1s.
+func benchFeed() string {
+	if os.Getenv("METRICSCALE_BENCH_FEED") == "keyspace" {
+		return "keyspace"
+	}
+	return "poll 1s"
+}
+
 // addBenchMetric adds redis_kedabench_length (every list kedabench-ours-*)
 // to the cluster's redis provider, and leaves out every provider but redis
 // and memory, by a live reload of the adapter's config, restored at the end.
@@ -853,6 +862,9 @@ func addBenchMetric(t *testing.T) {
 		}
 		metrics, _ := opts["metrics"].([]any)
 		opts["metrics"] = append(metrics, map[string]any{"name": kbMetric, "type": "listLength", "keyPattern": kbOursPrefix + "*"})
+		if benchFeed() == "keyspace" {
+			opts["feed"] = "keyspace"
+		}
 		found = true
 	}
 	if !found {
