@@ -53,8 +53,10 @@ type Settings struct {
 	Gates                        Gates
 	// UpstreamArithmetic replays kube-controller-manager's int32/int64
 	// wrapping and its reading of a negative External sum as an overflow,
-	// and its int64(NaN) average at status.replicas 0, for investigations.
-	// Off, counts saturate and negatives stay negative (docs/scenarios.md).
+	// and its int64(NaN) average at status.replicas 0, and reads a
+	// resizing pod's requests from spec, for investigations. Off, counts
+	// saturate, negatives stay negative and requests are the status' ones
+	// (docs/scenarios.md, Deviations from upstream).
 	UpstreamArithmetic bool
 }
 

@@ -71,7 +71,8 @@ type Calculator struct {
 	// PodLevelResources enables pod-level requests (feature gate PodLevelResources).
 	PodLevelResources bool
 	// UpstreamArithmetic wraps on overflow as kube-controller-manager does
-	// (see arith.go); off, counts and sums saturate.
+	// (see arith.go) and reads requests from spec only; off, counts and sums
+	// saturate and a container's requests are its status' where reported.
 	UpstreamArithmetic bool
 
 	listed   bool

@@ -84,6 +84,24 @@ func TestExamplesAgreeWithUpstream(t *testing.T) {
 	}
 }
 
+// TestExamplesDifferBetweenVersions: the examples that show a change of
+// v1.37 have upstream answers that differ between the versions, and the
+// replay follows each.
+func TestExamplesDifferBetweenVersions(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"17-scale-to-zero-by-default"} {
+		file := filepath.Join("testdata", "examples", name+".yaml")
+		s, got137, want137 := replayFileAs(t, file, expectedFile(file, decision.KubeVersion137), false, decision.KubeVersion137)
+		_, got136, want136 := replayFileAs(t, file, expectedFile(file, decision.KubeVersion136), false, decision.KubeVersion136)
+		if len(Disagreements(s.Autoscaler.Status, want136, want137)) == 0 {
+			t.Errorf("%s: upstream's v1.36 and v1.37 answers agree; the example shows no change", name)
+		}
+		if len(Disagreements(s.Autoscaler.Status, got136, got137)) == 0 {
+			t.Errorf("%s: the replays as v1.36 and v1.37 agree", name)
+		}
+	}
+}
+
 // TestDeviations replays the documented deviations from upstream: each
 // agrees with its expected output, and with upstream's own (.upstream.jsonl)
 // under --upstream-arithmetic, and the two differ. Upstream's results rest

@@ -22,7 +22,7 @@ func simulate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "scenario file (YAML or JSON); - reads standard input")
 	output := fs.StringP("output", "o", "jsonl", "output format: jsonl or table")
-	upstream := fs.Bool("upstream-arithmetic", false, "replay kube-controller-manager's int32/int64 overflows and its reading of a negative External sum exactly, instead of saturating (docs/scenarios.md, Deviations from upstream)")
+	upstream := fs.Bool("upstream-arithmetic", false, "replay kube-controller-manager's int32/int64 overflows and its reading of a negative External sum exactly, instead of saturating, and its reading of a resizing pod's requests from spec instead of status (docs/scenarios.md, Deviations from upstream)")
 	kubeVersion := fs.String("kube-version", "", "decide as this kube-controller-manager version, 1.36 or 1.37 (its feature-gate defaults and validation; docs/scenarios.md, Kubernetes versions); default: the scenario's kubeVersion, else 1.37")
 	plotFile := fs.String("plot", "", "also draw the timeline (replicas, each metric against its target) as SVG into this file")
 	explain := fs.Bool("explain", false, "explain each step: every metric's proposal and how it was made, then the rules the largest went through (stabilization window, policies, min/max) and the one that produced the final count; with -o jsonl, as an \"explanation\" key")

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/client-go/kubernetes/fake"
 	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
@@ -217,7 +218,7 @@ func run(file, out string) error {
 		hpa.Namespace = metav1.NamespaceDefault
 	}
 	autoscalingv2defaults.SetObjectDefaults_HorizontalPodAutoscaler(hpa)
-	if utilfeature.DefaultFeatureGate.Enabled("HPAGeneration") && hpa.Generation == 0 {
+	if gateOn("HPAGeneration") && hpa.Generation == 0 {
 		hpa.Generation = 1
 	}
 
@@ -321,7 +322,7 @@ func run(file, out string) error {
 			next := hpa.DeepCopy()
 			next.Spec = *spec
 			autoscalingv2defaults.SetObjectDefaults_HorizontalPodAutoscaler(next)
-			if utilfeature.DefaultFeatureGate.Enabled("HPAGeneration") && !equalJSON(next.Spec, hpa.Spec) {
+			if gateOn("HPAGeneration") && !equalJSON(next.Spec, hpa.Spec) {
 				next.Generation++
 			}
 			hpa = next
@@ -402,6 +403,15 @@ func run(file, out string) error {
 		}
 	}
 	return f.Close()
+}
+
+// gateOn says whether a feature gate of this Kubernetes version is on; a
+// gate the version does not have is off.
+func gateOn(name string) bool {
+	if _, ok := utilfeature.DefaultMutableFeatureGate.GetAll()[featuregate.Feature(name)]; !ok {
+		return false
+	}
+	return utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(name))
 }
 
 // stored is a status as the API server keeps it: times in whole seconds.
