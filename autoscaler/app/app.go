@@ -61,18 +61,29 @@ import (
 )
 
 // The kube-controller-manager feature gates the decisions read, with
-// their v1.36 defaults.
+// their v1.37 defaults (decision.KubeVersion137.GateSpecs):
+// HPAConfigurableTolerance is GA and locked on, HPAScaleToZero beta and on.
 const (
-	GateConfigurableTolerance featuregate.Feature = "HPAConfigurableTolerance"
-	GateScaleToZero           featuregate.Feature = "HPAScaleToZero"
-	GatePodLevelResources     featuregate.Feature = "PodLevelResources"
+	GateConfigurableTolerance featuregate.Feature = decision.GateConfigurableTolerance
+	GateScaleToZero           featuregate.Feature = decision.GateScaleToZero
+	GatePodLevelResources     featuregate.Feature = decision.GatePodLevelResources
+	GateGeneration            featuregate.Feature = decision.GateGeneration
 )
 
-var hpaGates = map[featuregate.Feature]featuregate.FeatureSpec{
-	GateConfigurableTolerance: {Default: true, PreRelease: featuregate.Beta},
-	GateScaleToZero:           {Default: false, PreRelease: featuregate.Alpha},
-	GatePodLevelResources:     {Default: true, PreRelease: featuregate.Beta},
-}
+var hpaGates = func() map[featuregate.Feature]featuregate.FeatureSpec {
+	out := map[featuregate.Feature]featuregate.FeatureSpec{}
+	for name, g := range decision.DefaultKubeVersion.GateSpecs() {
+		spec := featuregate.FeatureSpec{Default: g.Default, LockToDefault: g.Locked, PreRelease: featuregate.Beta}
+		switch g.Stage {
+		case "Alpha":
+			spec.PreRelease = featuregate.Alpha
+		case "GA":
+			spec.PreRelease = featuregate.GA
+		}
+		out[featuregate.Feature(name)] = spec
+	}
+	return out
+}()
 
 // Options are the controller's command-line settings.
 type Options struct {
@@ -197,6 +208,7 @@ func (o *Options) Settings() decision.Settings {
 	s.Gates.ConfigurableTolerance = o.Gates.Enabled(GateConfigurableTolerance)
 	s.Gates.ScaleToZero = o.Gates.Enabled(GateScaleToZero)
 	s.Gates.PodLevelResources = o.Gates.Enabled(GatePodLevelResources)
+	s.Gates.Generation = o.Gates.Enabled(GateGeneration)
 	return s
 }
 

@@ -27,7 +27,7 @@ func TestFlags(t *testing.T) {
 	args := []string{
 		"--kubeconfig=kc", "--bind-address=127.0.0.1:6446", "--leader-elect=true", "--leader-elect-namespace=ns",
 		"--leader-elect-resource-name=lease", "--leader-elect-lease-duration=20s", "--leader-elect-identity=me",
-		"--feature-gates=HPAScaleToZero=true,HPAConfigurableTolerance=false", "--kube-api-qps=50", "--kube-api-burst=80",
+		"--feature-gates=HPAScaleToZero=false,HPAGeneration=false", "--kube-api-qps=50", "--kube-api-burst=80",
 		"--metrics-api-qps=300", "--metrics-api-burst=400", "--metric-read-timeout=3s",
 		"-v=2", "--logging-format=text",
 	}
@@ -38,8 +38,15 @@ func TestFlags(t *testing.T) {
 	if le.ResourceNamespace != "ns" || le.ResourceName != "lease" || le.LeaseDuration.Duration != 20*time.Second || o.Identity != "me" {
 		t.Errorf("leader election %+v identity %q", le, o.Identity)
 	}
-	if s := o.Settings(); !s.Gates.ScaleToZero || s.Gates.ConfigurableTolerance || !s.Gates.PodLevelResources {
-		t.Errorf("gates %+v, want ScaleToZero on, ConfigurableTolerance off, PodLevelResources on", s.Gates)
+	if s := o.Settings(); s.Gates.ScaleToZero || !s.Gates.ConfigurableTolerance || !s.Gates.PodLevelResources || s.Gates.Generation {
+		t.Errorf("gates %+v, want ScaleToZero off, ConfigurableTolerance on, PodLevelResources on, Generation off", s.Gates)
+	}
+	// v1.37's defaults: scale to zero beta and on, tolerance GA and locked.
+	if s := NewOptions().Settings(); !s.Gates.ScaleToZero || !s.Gates.ConfigurableTolerance || !s.Gates.Generation {
+		t.Errorf("default gates %+v, want v1.37's: ScaleToZero, ConfigurableTolerance and Generation on", s.Gates)
+	}
+	if err := NewOptions().Gates.Set("HPAConfigurableTolerance=false"); err == nil {
+		t.Error("HPAConfigurableTolerance=false was accepted; the gate is GA and locked in v1.37")
 	}
 	if o.KubeAPIQPS != 50 || o.KubeAPIBurst != 80 {
 		t.Errorf("qps %v burst %d", o.KubeAPIQPS, o.KubeAPIBurst)

@@ -81,16 +81,38 @@ func newCachedPod(p *corev1.Pod) *cachedPod {
 		}
 	}
 	for _, c := range p.Spec.Containers {
-		out.containers = append(out.containers, cachedContainer{name: c.Name, restart: c.RestartPolicy, requests: quantities(c.Resources.Requests)})
+		out.containers = append(out.containers, cachedContainer{name: c.Name, restart: c.RestartPolicy, requests: actualRequests(c, p.Status.ContainerStatuses)})
 	}
 	for _, c := range p.Spec.InitContainers {
-		out.containers = append(out.containers, cachedContainer{name: c.Name, init: true, restart: c.RestartPolicy, requests: quantities(c.Resources.Requests)})
+		out.containers = append(out.containers, cachedContainer{name: c.Name, init: true, restart: c.RestartPolicy, requests: actualRequests(c, p.Status.InitContainerStatuses)})
 	}
 	if p.Spec.Resources != nil {
 		out.podRequests = quantities(p.Spec.Resources.Requests)
 	}
 	out.overhead = quantities(p.Spec.Overhead)
 	return out
+}
+
+// actualRequests are a container's requests with those its status reports
+// in their place: during an in-place resize the status holds the size the
+// container has (docs/scenarios.md, deviation 8). The decision core reads
+// the same from a whole pod; the cache keeps only the result.
+func actualRequests(c corev1.Container, statuses []corev1.ContainerStatus) []namedQuantity {
+	for i := range statuses {
+		st := &statuses[i]
+		if st.Name != c.Name || st.Resources == nil || len(st.Resources.Requests) == 0 {
+			continue
+		}
+		merged := make(corev1.ResourceList, len(c.Resources.Requests)+len(st.Resources.Requests))
+		for name, q := range c.Resources.Requests {
+			merged[name] = q
+		}
+		for name, q := range st.Resources.Requests {
+			merged[name] = q
+		}
+		return quantities(merged)
+	}
+	return quantities(c.Resources.Requests)
 }
 
 func quantities(l corev1.ResourceList) []namedQuantity {

@@ -379,3 +379,38 @@ func TestFailedScaleReadKeepsCurrentMetrics(t *testing.T) {
 		t.Errorf("targets column %q, want \"12/30 (avg)\"", st.Targets)
 	}
 }
+
+// TestTrimPodKeepsResizedRequests: during an in-place resize the cached pod
+// carries the requests the containers have (status), not those asked for
+// (spec), for the resources the status reports.
+func TestTrimPodKeepsResizedRequests(t *testing.T) {
+	t.Parallel()
+	sidecar := corev1.ContainerRestartPolicyAlways
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
+			InitContainers: []corev1.Container{{Name: "proxy", RestartPolicy: &sidecar, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("200m")}}}},
+		},
+		Status: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("500m")}}}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("100m")}}}},
+		},
+	}
+	trimmed, err := TrimCached(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := trimmed.(*cachedPod).pod()
+	want := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	if !apiequality.Semantic.DeepEqual(got.Spec.Containers[0].Resources.Requests, want) {
+		t.Errorf("container requests %v, want %v (cpu from status, memory from spec)", got.Spec.Containers[0].Resources.Requests, want)
+	}
+	if q := got.Spec.InitContainers[0].Resources.Requests[corev1.ResourceCPU]; q.Cmp(resource.MustParse("100m")) != 0 {
+		t.Errorf("sidecar cpu request %v, want the status' 100m", q.String())
+	}
+}

@@ -1,7 +1,8 @@
 // Package decision is the autoscaler's decision core: one reconcile of a
 // HorizontalPodAutoscaler-shaped spec as a pure function of the spec and
 // status, the target's scale, the pods, the metrics, the history and the
-// time, with the decisions of kube-controller-manager v1.36.
+// time, with the decisions of kube-controller-manager v1.37 (or v1.36's:
+// KubeVersion.DefaultGates).
 //
 // A reconcile has two halves around the one write it may need: Decide says
 // whether and where to rescale, and Plan.Finish takes the outcome of that
@@ -38,6 +39,9 @@ type Gates struct {
 	ScaleToZero bool
 	// PodLevelResources: pod-level requests count for utilization.
 	PodLevelResources bool
+	// HPAGeneration (v1.37): the status written carries
+	// observedGeneration, the autoscaler's metadata.generation.
+	Generation bool
 }
 
 // Settings are the controller-wide knobs, as kube-controller-manager's flags.
@@ -49,19 +53,22 @@ type Settings struct {
 	Gates                        Gates
 	// UpstreamArithmetic replays kube-controller-manager's int32/int64
 	// wrapping and its reading of a negative External sum as an overflow,
-	// and its int64(NaN) average at status.replicas 0, for investigations.
-	// Off, counts saturate and negatives stay negative (docs/scenarios.md).
+	// and its int64(NaN) average at status.replicas 0, and reads a
+	// resizing pod's requests from spec, for investigations. Off, counts
+	// saturate, negatives stay negative and requests are the status' ones
+	// (docs/scenarios.md, Deviations from upstream).
 	UpstreamArithmetic bool
 }
 
-// DefaultSettings are kube-controller-manager v1.36's defaults.
+// DefaultSettings are kube-controller-manager's defaults, with the gates
+// of DefaultKubeVersion.
 func DefaultSettings() Settings {
 	return Settings{
 		Tolerance:                    0.1,
 		CPUInitializationPeriod:      5 * time.Minute,
 		InitialReadinessDelay:        30 * time.Second,
 		DownscaleStabilizationWindow: 5 * time.Minute,
-		Gates:                        Gates{ConfigurableTolerance: true, PodLevelResources: true},
+		Gates:                        DefaultKubeVersion.DefaultGates(),
 	}
 }
 
@@ -721,6 +728,10 @@ func (p *Plan) setStatus(current, desired int32, rescaled bool) {
 		LastScaleTime:   s.LastScaleTime,
 		CurrentMetrics:  p.statuses,
 		Conditions:      s.Conditions,
+	}
+	if p.gates.Generation {
+		g := p.hpa.Generation
+		s.ObservedGeneration = &g
 	}
 	if rescaled {
 		t := metav1.NewTime(p.clock())

@@ -13,6 +13,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelpers "k8s.io/component-helpers/resource"
@@ -70,7 +71,8 @@ type Calculator struct {
 	// PodLevelResources enables pod-level requests (feature gate PodLevelResources).
 	PodLevelResources bool
 	// UpstreamArithmetic wraps on overflow as kube-controller-manager does
-	// (see arith.go); off, counts and sums saturate.
+	// (see arith.go) and reads requests from spec only; off, counts and sums
+	// saturate and a container's requests are its status' where reported.
 	UpstreamArithmetic bool
 
 	listed   bool
@@ -542,7 +544,7 @@ func (c *Calculator) computeRequests(container string, resource corev1.ResourceN
 		if c.PodLevelResources && container == "" && resourcehelpers.IsPodLevelRequestsSet(pod) {
 			c.requests[i], err = podLevelRequest(pod, resource)
 		} else {
-			c.requests[i], err = containerRequests(pod, container, resource)
+			c.requests[i], err = containerRequests(pod, container, resource, !c.UpstreamArithmetic)
 		}
 		if err != nil {
 			return err
@@ -559,7 +561,13 @@ func podLevelRequest(pod *corev1.Pod, resource corev1.ResourceName) (int64, erro
 	return q.MilliValue(), nil
 }
 
-func containerRequests(pod *corev1.Pod, container string, resource corev1.ResourceName) (int64, error) {
+// containerRequests sums the containers' requests of resource. With
+// actual, a container's request is the one its status reports
+// (status.containerStatuses[].resources), where it reports one: during an
+// in-place resize spec holds the size asked for and status the size the
+// container has, and usage is measured against the latter (upstream reads
+// spec; docs/scenarios.md, deviation 8).
+func containerRequests(pod *corev1.Pod, container string, resource corev1.ResourceName, actual bool) (int64, error) {
 	var total int64
 	for i, n := 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers); i < n; i++ {
 		var ctr *corev1.Container
@@ -576,6 +584,11 @@ func containerRequests(pod *corev1.Pod, container string, resource corev1.Resour
 			continue
 		}
 		q, ok := ctr.Resources.Requests[resource]
+		if actual {
+			if st, found := statusRequest(pod, ctr.Name, i >= len(pod.Spec.Containers), resource); found {
+				q, ok = st, true
+			}
+		}
 		if !ok {
 			return 0, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ctr.Name, pod.Name)
 		}
@@ -589,4 +602,20 @@ func containerRequests(pod *corev1.Pod, container string, resource corev1.Resour
 		return 0, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
 	}
 	return total, nil
+}
+
+// statusRequest is a container's request of resource as its status reports
+// it, if it does.
+func statusRequest(pod *corev1.Pod, name string, init bool, res corev1.ResourceName) (resource.Quantity, bool) {
+	statuses := pod.Status.ContainerStatuses
+	if init {
+		statuses = pod.Status.InitContainerStatuses
+	}
+	for i := range statuses {
+		if st := &statuses[i]; st.Name == name && st.Resources != nil {
+			q, ok := st.Resources.Requests[res]
+			return q, ok
+		}
+	}
+	return resource.Quantity{}, false
 }

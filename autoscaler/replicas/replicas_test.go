@@ -330,28 +330,45 @@ func TestRequests(t *testing.T) {
 	podLevel.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
 	noRequest := pod("n", 500)
 	noRequest.Spec.Containers = append(noRequest.Spec.Containers, corev1.Container{Name: "bare"})
+	// An in-place resize from 500m to 1 under way: spec asks for 1, the
+	// container still has 500m (status); the sidecar reports 100m of 250m.
+	resizing := pod("r", 1000)
+	resizing.Spec.InitContainers = withSidecar.Spec.InitContainers
+	resizing.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}
+	resizing.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "proxy", Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}
+	// A status without resources (an older kubelet) leaves spec's.
+	noStatusResources := pod("o", 700)
+	noStatusResources.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app"}}
 
 	cases := []struct {
 		name      string
 		pod       *corev1.Pod
 		container string
 		podLevel  bool
+		upstream  bool
 		want      int64
 		wantErr   string
 	}{
-		{"containers and sidecars, not plain init containers", withSidecar, "", true, 750, ""},
-		{"one container", withSidecar, "proxy", true, 250, ""},
-		{"pod-level request wins", podLevel, "", true, 2000, ""},
-		{"pod-level off", podLevel, "", false, 500, ""},
-		{"named container beats pod-level", podLevel, "app", true, 500, ""},
-		{"missing request", noRequest, "", true, 0, "missing request for cpu in container bare"},
-		{"unknown container", withSidecar, "nope", true, 0, "container nope not found"},
+		{"containers and sidecars, not plain init containers", withSidecar, "", true, false, 750, ""},
+		{"one container", withSidecar, "proxy", true, false, 250, ""},
+		{"pod-level request wins", podLevel, "", true, false, 2000, ""},
+		{"pod-level off", podLevel, "", false, false, 500, ""},
+		{"named container beats pod-level", podLevel, "app", true, false, 500, ""},
+		{"missing request", noRequest, "", true, false, 0, "missing request for cpu in container bare"},
+		{"unknown container", withSidecar, "nope", true, false, 0, "container nope not found"},
+		{"resizing: the status' requests", resizing, "", true, false, 600, ""},
+		{"resizing: one container's status", resizing, "app", true, false, 500, ""},
+		{"resizing, upstream: spec's requests", resizing, "", true, true, 1250, ""},
+		{"status without resources: spec's", noStatusResources, "", true, false, 700, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := calculator(nil, tc.pod)
 			c.PodLevelResources = tc.podLevel
+			c.UpstreamArithmetic = tc.upstream
 			err := c.computeRequests(tc.container, corev1.ResourceCPU)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

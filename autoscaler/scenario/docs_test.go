@@ -27,7 +27,7 @@ func TestFormatSpecIsInTheRepository(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"kube-controller-manager v1.36.3", "--upstream-arithmetic", "## Deviations from upstream"} {
+	for _, want := range []string{"kube-controller-manager v1.37.2", "kube-controller-manager v1.36.3", "--upstream-arithmetic", "--kube-version", "hack/oracle", "## Deviations from upstream", "## Kubernetes versions"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("docs/scenarios.md does not mention %q", want)
 		}

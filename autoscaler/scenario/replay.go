@@ -9,6 +9,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
@@ -69,6 +70,11 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 	)
 	w.namespace = hpa.Namespace
 	w.upstream = s.UpstreamArithmetic
+	if settings.Gates.Generation && hpa.Generation == 0 {
+		// With HPAGeneration (v1.37) the API server creates the object at
+		// generation 1 and bumps it at each change of its spec.
+		hpa.Generation = 1
+	}
 	if ma != nil {
 		// A MetricAutoscaler's status carries the history it decided on.
 		history = hist.FromStatus(ma.Status.History)
@@ -79,6 +85,9 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 		st := &s.Steps[i]
 		now := s.Start.Add(time.Duration(st.At))
 		if st.Autoscaler != nil {
+			if settings.Gates.Generation && !apiequality.Semantic.DeepEqual(hpa.Spec, st.Autoscaler.Spec) {
+				hpa.Generation++
+			}
 			hpa.Spec = *st.Autoscaler.Spec.DeepCopy()
 			if ma != nil && st.Autoscaler.MetricAutoscalerSpec != nil {
 				ma.Spec = *st.Autoscaler.MetricAutoscalerSpec.DeepCopy()

@@ -6,7 +6,9 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +30,10 @@ type Duration time.Duration
 
 // Scenario is one replay.
 type Scenario struct {
+	// KubeVersion is the kube-controller-manager minor the replay decides
+	// as ("1.36" or "1.37"; 1.37 when empty): its feature-gate defaults
+	// and the API server's validation and generation of that release.
+	KubeVersion  string                                `json:"kubeVersion"`
 	Start        metav1.Time                           `json:"start"`
 	Controller   Controller                            `json:"controller"`
 	FeatureGates map[string]bool                       `json:"featureGates"`
@@ -141,6 +147,13 @@ type Failure struct {
 // Parse reads a scenario from YAML or JSON and checks it. Errors name the
 // offending field.
 func Parse(data []byte) (*Scenario, error) {
+	return ParseAs(data, "")
+}
+
+// ParseAs is Parse deciding as kube-controller-manager version (`simulate
+// --kube-version`), whatever the scenario's kubeVersion says; an empty
+// version keeps the scenario's.
+func ParseAs(data []byte, version decision.KubeVersion) (*Scenario, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("not YAML or JSON: %w", err)
@@ -159,6 +172,9 @@ func Parse(data []byte) (*Scenario, error) {
 	var s Scenario
 	if err := decodeValue("", generic, reflect.ValueOf(&s).Elem()); err != nil {
 		return nil, err
+	}
+	if version != "" {
+		s.KubeVersion = string(version)
 	}
 	if ma != nil {
 		s.MetricAutoscaler = ma
@@ -181,6 +197,20 @@ func Parse(data []byte) (*Scenario, error) {
 }
 
 func (s *Scenario) validate() error {
+	v, err := decision.ParseKubeVersion(s.kubeVersion())
+	if err != nil {
+		return fieldErr("kubeVersion", "%v", err)
+	}
+	s.KubeVersion = string(v)
+	var gates decision.Gates
+	for _, name := range slices.Sorted(maps.Keys(s.FeatureGates)) {
+		if _, known := v.GateSpecs()[name]; !known {
+			continue // a gate the HPA does not read
+		}
+		if err := v.SetGate(&gates, name, s.FeatureGates[name]); err != nil {
+			return fieldErr("featureGates."+name, "%v", err)
+		}
+	}
 	if s.Start.IsZero() {
 		return fieldErr("start", "required (an RFC 3339 time)")
 	}
@@ -325,10 +355,28 @@ func validateLists(path string, st *Step) error {
 	return nil
 }
 
+// Version is the kube-controller-manager minor the scenario decides as.
+func (s *Scenario) Version() decision.KubeVersion {
+	v, err := decision.ParseKubeVersion(s.kubeVersion())
+	if err != nil {
+		return decision.DefaultKubeVersion // validate refused it
+	}
+	return v
+}
+
+func (s *Scenario) kubeVersion() string {
+	if s.KubeVersion == "" {
+		return string(decision.DefaultKubeVersion)
+	}
+	return s.KubeVersion
+}
+
 // Settings are the controller settings the scenario asks for, over
-// kube-controller-manager v1.36's defaults.
+// kube-controller-manager's defaults and the gate defaults of its version.
 func (s *Scenario) Settings() decision.Settings {
 	set := decision.DefaultSettings()
+	v := s.Version()
+	set.Gates = v.DefaultGates()
 	c := s.Controller
 	if c.Tolerance != nil {
 		set.Tolerance = *c.Tolerance
@@ -342,14 +390,10 @@ func (s *Scenario) Settings() decision.Settings {
 	if c.DownscaleStabilizationWindow != nil {
 		set.DownscaleStabilizationWindow = time.Duration(*c.DownscaleStabilizationWindow)
 	}
-	if v, ok := s.FeatureGates["HPAConfigurableTolerance"]; ok {
-		set.Gates.ConfigurableTolerance = v
-	}
-	if v, ok := s.FeatureGates["HPAScaleToZero"]; ok {
-		set.Gates.ScaleToZero = v
-	}
-	if v, ok := s.FeatureGates["PodLevelResources"]; ok {
-		set.Gates.PodLevelResources = v
+	for name, on := range s.FeatureGates {
+		if _, known := v.GateSpecs()[name]; known {
+			_ = v.SetGate(&set.Gates, name, on) // validate refused what fails
+		}
 	}
 	if s.MetricAutoscaler != nil {
 		// As the controller: scale to zero is always on for MetricAutoscalers.

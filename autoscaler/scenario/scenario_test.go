@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/validation/validationtest"
 )
 
@@ -138,6 +139,98 @@ func TestInvalidSpecsAreRefused(t *testing.T) {
 					t.Fatalf("error %v, want one at %q saying %q", err, want, tc.Detail)
 				}
 			})
+		}
+	}
+}
+
+// TestKubeVersions: the version decides the gate defaults and what
+// validation accepts; --kube-version overrides the file's kubeVersion; a
+// locked gate set against its value and an unknown version are refused.
+func TestKubeVersions(t *testing.T) {
+	t.Parallel()
+	// minReplicas 0 with an External metric and no featureGates.
+	zero := strings.Replace(readExample(t, "16-scale-to-zero"), "featureGates:\n  HPAScaleToZero: true\n", "", 1)
+	tolerance := readExample(t, "14-per-hpa-tolerance")
+	cases := []struct {
+		name    string
+		doc     string
+		version decision.KubeVersion
+		wantErr string
+		want    decision.KubeVersion
+	}{
+		{"1.37 by default accepts minReplicas 0", zero, "", "", decision.KubeVersion137},
+		{"1.36 refuses minReplicas 0 without the gate", zero, decision.KubeVersion136, "autoscaler.spec.minReplicas: ", ""},
+		{"kubeVersion in the file", "kubeVersion: \"1.36\"\n" + zero, "", "autoscaler.spec.minReplicas: ", ""},
+		{"--kube-version overrides the file", "kubeVersion: \"1.36\"\n" + zero, decision.KubeVersion137, "", decision.KubeVersion137},
+		{"unknown version", "kubeVersion: \"1.35\"\n" + zero, "", "kubeVersion: unsupported Kubernetes version", ""},
+		{"1.37 locks HPAConfigurableTolerance", strings.Replace(tolerance, "HPAConfigurableTolerance: true", "HPAConfigurableTolerance: false", 1), "", "featureGates.HPAConfigurableTolerance: cannot set to false", ""},
+		{"1.36 lets it off", strings.Replace(tolerance, "HPAConfigurableTolerance: true", "HPAConfigurableTolerance: false", 1), decision.KubeVersion136, "", decision.KubeVersion136},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := ParseAs([]byte(tc.doc), tc.version)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Version() != tc.want {
+				t.Errorf("version %s, want %s", s.Version(), tc.want)
+			}
+		})
+	}
+	s136, err := ParseAs([]byte(tolerance), decision.KubeVersion136)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s137, err := ParseAs([]byte(tolerance), decision.KubeVersion137)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := s136.Settings().Gates; g.ScaleToZero || g.Generation || !g.ConfigurableTolerance {
+		t.Errorf("v1.36 gates %+v, want HPAScaleToZero and HPAGeneration off, HPAConfigurableTolerance on", g)
+	}
+	if g := s137.Settings().Gates; !g.ScaleToZero || !g.Generation || !g.ConfigurableTolerance {
+		t.Errorf("v1.37 gates %+v, want all on", g)
+	}
+}
+
+// TestObservedGeneration: with HPAGeneration (v1.37) the status carries the
+// generation, 1 at first and one more after an edit that changes the spec;
+// v1.36 writes none.
+func TestObservedGeneration(t *testing.T) {
+	t.Parallel()
+	doc := readExample(t, "01-cpu-utilization-scale-up") + `- at: 10m
+  autoscaler:
+    spec:
+      scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+      minReplicas: 1
+      maxReplicas: 7
+`
+	for _, v := range decision.KubeVersions {
+		s, err := ParseAs([]byte(doc), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Replay(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, last := got[0].Status.ObservedGeneration, got[len(got)-1].Status.ObservedGeneration
+		switch v {
+		case decision.KubeVersion136:
+			if first != nil || last != nil {
+				t.Errorf("v1.36 wrote observedGeneration %v, %v", first, last)
+			}
+		default:
+			if first == nil || *first != 1 || last == nil || *last != 2 {
+				t.Errorf("v%s observedGeneration %v at first, %v after the edit; want 1 and 2", v, first, last)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package validation checks an autoscaling/v2 HorizontalPodAutoscaler spec
 // as the API server does (kubernetes pkg/apis/autoscaling/validation,
-// v1.36) once defaulting has run, so that the simulator refuses what a
+// v1.37; v1.36's rules are the same, the HPAScaleToZero gate in Options
+// aside) once defaulting has run, so that the simulator refuses what a
 // cluster would refuse. The MetricAutoscaler CRD's schema and CEL rules
 // (autoscaler/api/v1alpha1) reject the same specs; one table of invalid
 // specs (validationtest/invalid-specs.yaml) tests both.
