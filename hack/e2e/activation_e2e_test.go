@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
@@ -46,7 +44,7 @@ func TestActivation(t *testing.T) {
 
 	cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 0, "100m", "10m"))
 	ma := newMA(ns, "worker", 0, 10, time.Second, queueSpec(queue, fmt.Sprint(perPod)))
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	ma.Spec.Behavior = noScaleDownWindow()
 	ma.Spec.ScaleToZero = &v1alpha1.ScaleToZero{
 		CooldownPeriod: &metav1.Duration{Duration: cooldown},
 		Activation:     []v1alpha1.MetricActivation{{Metric: "queue_messages_ready", Value: resource.MustParse(fmt.Sprint(activation))}},

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
@@ -68,6 +69,18 @@ func scaleDownBehavior(windowSeconds int32, pods int32, periodSeconds int32) *au
 		StabilizationWindowSeconds: &windowSeconds,
 		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: pods, PeriodSeconds: periodSeconds}},
 	}}
+}
+
+// noScaleDownWindow is a behavior without the default 5-minute scale-down
+// stabilization, so a test sees a lower value take effect at once.
+func noScaleDownWindow() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	return &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+}
+
+// withoutScaleDownWindow sets noScaleDownWindow on ma.
+func withoutScaleDownWindow(ma *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
+	ma.Spec.Behavior = noScaleDownWindow()
+	return ma
 }
 
 func createMA(t *testing.T, ma *v1alpha1.MetricAutoscaler) {

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
@@ -51,7 +50,7 @@ func TestFallback(t *testing.T) {
 	}}
 	cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
 	ma := newMA(ns, "worker", 1, 10, syncPeriod, metric)
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	ma.Spec.Behavior = noScaleDownWindow()
 	ma.Spec.Fallback = &v1alpha1.Fallback{FailureThreshold: threshold, Replicas: fallbackSize}
 	createMA(t, ma)
 	waitReplicas(t, ns, "worker", depth/perPod, 30*time.Second)

@@ -296,7 +296,7 @@ fed_app_requests{namespace=%[1]q,deployment="web"} 42.5
 				Metric: autoscalingv2.MetricIdentifier{Name: fedQueue, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "jobs"}}},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
 			}}},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}},
+			Behavior: noScaleDownWindow(),
 		},
 	})
 	created := time.Now()

@@ -17,10 +17,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/utils/ptr"
 
-	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/providers/providertest"
 	"github.com/metricscale/metricscale/providers/push"
 )
@@ -50,7 +47,7 @@ func TestIngestScales(t *testing.T) {
 		startRemoteWriter(t, target.Listener.Addr().String(), base+push.RemoteWritePath)
 
 		cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
-		createMA(t, scaleDownAtOnce(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
+		createMA(t, withoutScaleDownWindow(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
 		waitReplicas(t, ns, "worker", 4, 2*time.Minute)
 		depth.Store(70)
 		waitReplicas(t, ns, "worker", 7, time.Minute)
@@ -81,18 +78,11 @@ func TestIngestScales(t *testing.T) {
 			t.Fatal(err)
 		}
 		cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
-		createMA(t, scaleDownAtOnce(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
+		createMA(t, withoutScaleDownWindow(newMA(ns, "worker", 1, 10, 15*time.Second, queueSpec(queue, "10"))))
 		waitReplicas(t, ns, "worker", 5, 2*time.Minute)
 		depth.Store(20)
 		waitReplicas(t, ns, "worker", 2, 2*time.Minute)
 	})
-}
-
-// scaleDownAtOnce drops the default 5-minute scale-down stabilization, so a
-// test sees a lower depth take effect.
-func scaleDownAtOnce(ma *v1alpha1.MetricAutoscaler) *v1alpha1.MetricAutoscaler {
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
-	return ma
 }
 
 // startRemoteWriter runs Debian's Prometheus scraping target every second

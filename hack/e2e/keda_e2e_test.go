@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	"github.com/metricscale/metricscale/hack/backends"
 )
@@ -186,7 +185,7 @@ func TestKEDACoexistence(t *testing.T) {
 			Metric: autoscalingv2.MetricIdentifier{Name: ours.metric, Selector: &metav1.LabelSelector{MatchLabels: ours.selector}},
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
 		}})
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	ma.Spec.Behavior = noScaleDownWindow()
 	createMA(t, ma)
 
 	// The HPA KEDA made for the ScaledObject names its metric and selector.

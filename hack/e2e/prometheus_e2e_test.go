@@ -104,7 +104,7 @@ app_requests{namespace=%[1]q,deployment="web"} 42.5
 	// Both autoscalers now, so that they scale while the API checks run. 50 jobs at 10 per
 	// pod: 5 replicas. No scale-down window: a wrong value would show at once.
 	period := cluster.HPASyncPeriod
-	noWindow := &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	noWindow := noScaleDownWindow()
 	cluster.CreateHPA(t, &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hpa-worker"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{

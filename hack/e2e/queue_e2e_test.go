@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 )
 
 // queueValue reads b's metric through the aggregator: the sum of its items (one per
@@ -94,7 +93,7 @@ func testQueueBackend(t *testing.T, b queueBackend) {
 	cluster.WaitDeploymentReady(t, ns, "worker", 1, 60*time.Second)
 	const syncPeriod = 2 * time.Second
 	ma := newMA(ns, "worker", 1, 6, syncPeriod, spec)
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	ma.Spec.Behavior = noScaleDownWindow()
 	createMA(t, ma)
 	want := int32(depth / perPod)
 	waitReplicas(t, ns, "worker", want, 30*time.Second)

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
@@ -47,7 +45,7 @@ func TestScheduleRaisesTheFloor(t *testing.T) {
 
 	cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
 	ma := newMA(ns, "worker", 1, 10, 5*time.Minute, queueSpec(queue, "10"))
-	ma.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}
+	ma.Spec.Behavior = noScaleDownWindow()
 	ma.Spec.Schedules = []v1alpha1.Schedule{{Name: "peak", Start: cron(start), End: cron(end), TimeZone: "UTC", MinReplicas: 4, RampSeconds: int32(ramp / time.Second)}}
 	createMA(t, ma)
 	t.Logf("window %s-%s UTC (%s, %s), ramp %s", start.Format(time.TimeOnly), end.Format(time.TimeOnly), cron(start), cron(end), ramp)
