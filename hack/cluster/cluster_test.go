@@ -104,7 +104,7 @@ func TestParseArgs(t *testing.T) {
 func TestStateRoundTrip(t *testing.T) {
 	t.Parallel()
 	want := State{
-		Version: "v1.36.3", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
+		Version: "v1.37.2", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
 		Prometheus: "true", Backends: []string{"beta", "alpha"}, Record: "true", PodStages: "false",
 		Components: []string{"etcd", "kube-apiserver"}, StartedAt: "2026-11-27T00:00:00Z", RepoRoot: "/work/a b's/c,d",
 		RealNode: "true", NodeIP: "192.0.2.2",
@@ -248,7 +248,7 @@ func newTestCluster(t *testing.T, withMetricscale bool, opts Options) *Cluster {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte("module x\n\nrequire k8s.io/kubernetes v1.36.3\n"), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte("module x\n\nrequire k8s.io/kubernetes v1.37.2\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,8 +360,8 @@ func TestAutoscalerArgs(t *testing.T) {
 
 func TestKubeLdflags(t *testing.T) {
 	t.Parallel()
-	got := kubeLdflags("v1.36.3")
-	for _, w := range []string{"gitVersion=v1.36.3", "gitMajor=1 ", "gitMinor=36 "} {
+	got := kubeLdflags("v1.37.2")
+	for _, w := range []string{"gitVersion=v1.37.2", "gitMajor=1 ", "gitMinor=37 "} {
 		if !strings.Contains(got, w) {
 			t.Errorf("%q lacks %q", got, w)
 		}
@@ -588,4 +588,75 @@ func newSpawnCluster(t *testing.T) (*Cluster, string) {
 		}
 	}
 	return c, sleep
+}
+
+func TestReuseBuilt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		oldStamp  string
+		oldOutput bool
+		want      bool
+	}{
+		{"same module files", "abc", true, true},
+		{"other module files", "def", true, false},
+		{"binary missing", "abc", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCluster(t, false, Options{})
+			old := filepath.Join(c.CacheRoot, "v1.36.3", "bin")
+			if err := os.MkdirAll(old, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(c.Bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(old, ".keda.stamp"), []byte(tt.oldStamp+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tt.oldOutput {
+				for _, o := range []string{"keda-operator", "keda-metrics-server"} {
+					if err := os.WriteFile(filepath.Join(old, o), []byte("binary "+o), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var keda module
+			for _, m := range modules() {
+				if m.name == "keda" {
+					keda = m
+				}
+			}
+			from, err := c.reuseBuilt(keda, "abc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := from != ""; got != tt.want {
+				t.Fatalf("reused from %q, want reuse %v", from, tt.want)
+			}
+			data, err := os.ReadFile(filepath.Join(c.Bin, "keda-operator"))
+			if tt.want && string(data) != "binary keda-operator" {
+				t.Errorf("keda-operator %q, %v", data, err)
+			}
+			if !tt.want && err == nil {
+				t.Errorf("keda-operator copied: %q", data)
+			}
+			stamp, _ := os.ReadFile(filepath.Join(c.Bin, ".keda.stamp"))
+			if tt.want != (string(stamp) == "abc\n") {
+				t.Errorf("stamp %q", stamp)
+			}
+		})
+	}
+}
+
+func TestKubeModulesAreNotReused(t *testing.T) {
+	t.Parallel()
+	for _, m := range modules() {
+		// Only these carry the cluster's version (kubeLdflags, k8s.io/kubernetes).
+		if want := m.name == "kubernetes" || m.name == "kubernetes-node"; m.kube != want {
+			t.Errorf("module %s: kube %v, want %v", m.name, m.kube, want)
+		}
+	}
 }
