@@ -45,7 +45,7 @@ const (
 	// (PSUBSCRIBE patterns are checked literally).
 	redisUserRules = "resetkeys %R~* resetchannels &__keyspace@0__:e2e-jobs &__keyspace@0__:e2e-events &__keyspace@0__:kedabench-ours-* " +
 		"-@all +llen +xlen +xinfo|groups +scan +type +subscribe +psubscribe +unsubscribe +punsubscribe +ping +config|get"
-	redisWait      = 60 * time.Second
+	redisWait = 60 * time.Second
 	// redisKey is the list redis.yaml serves as redis_e2e_jobs_length.
 	redisKey = "e2e-jobs"
 )
