@@ -118,17 +118,7 @@ func TestKEDABenchmark(t *testing.T) {
 	ctx := context.Background()
 
 	var out strings.Builder
-	lc, err := cluster.local(&out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := lc.EnvMap()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env["METRICSCALE_KEDA_METRICS_SERVER_URL"] == "" {
-		t.Fatal("the local cluster runs no KEDA; make bench-keda starts one (hack/cluster.sh down first)")
-	}
+	lc := localWithKEDA(t, &out, "make bench-keda starts one (hack/cluster.sh down first)")
 	if _, err := componentPid(kcmHPA); err != nil {
 		t.Fatalf("no %s: the benchmark needs hack/cluster.sh up --separate-hpa-controller (make bench-keda starts it; hack/cluster.sh down first): %v", kcmHPA, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metricscale/metricscale/hack/backends"
+	localcluster "github.com/metricscale/metricscale/hack/cluster"
 )
 
 func init() { extraUpArgs = "--keda" }
@@ -53,6 +55,24 @@ func kedaValue(ctx context.Context, ns, metric, selector string) (int64, int, st
 	return l.Items[0].Value.Value(), http.StatusOK, ""
 }
 
+// localWithKEDA opens the local cluster (its commands writing to out) and fails the
+// test, saying how, when it runs no KEDA.
+func localWithKEDA(t *testing.T, out io.Writer, how string) *localcluster.Cluster {
+	t.Helper()
+	lc, err := cluster.local(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := lc.EnvMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["METRICSCALE_KEDA_METRICS_SERVER_URL"] == "" {
+		t.Fatal("the local cluster runs no KEDA; " + how)
+	}
+	return lc
+}
+
 // TestKEDACoexistence: KEDA next to metricscale, as keda#470 asks. metricscale holds
 // v1beta1.external.metrics.k8s.io; KEDA's metrics server runs unregistered and the adapter's
 // provider keda forwards KEDA's metric names to it. A ScaledObject on one Redis list scales
@@ -69,17 +89,7 @@ func TestKEDACoexistence(t *testing.T) {
 		t.Fatal("kube-controller-manager runs without its HPA controller (hack/cluster.sh up --no-hpa-controller): KEDA's HPA cannot scale")
 	}
 	var out bytes.Buffer
-	lc, err := cluster.local(&out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := lc.EnvMap()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env["METRICSCALE_KEDA_METRICS_SERVER_URL"] == "" {
-		t.Fatal("the local cluster runs no KEDA; restart it with hack/cluster.sh down && hack/cluster.sh up --keda")
-	}
+	lc := localWithKEDA(t, &out, "restart it with hack/cluster.sh down && hack/cluster.sh up --keda")
 	redis, err := cluster.runningBackend("redis")
 	if err != nil {
 		t.Fatal(err)
