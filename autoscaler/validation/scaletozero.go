@@ -20,7 +20,7 @@ const (
 
 // MetricAutoscaler validates what a MetricAutoscaler's CRD checks beyond
 // the HPA spec (Spec): the bound on spec.metrics, spec.fallback,
-// spec.scaleToZero and spec.schedules; path is the spec's.
+// spec.scaleToZero, spec.schedules and spec.formula; path is the spec's.
 func MetricAutoscaler(spec *v1alpha1.MetricAutoscalerSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(spec.Metrics) > MaxMetrics {
@@ -29,6 +29,7 @@ func MetricAutoscaler(spec *v1alpha1.MetricAutoscalerSpec, path *field.Path) fie
 	errs = append(errs, Fallback(spec.Fallback, path.Child("fallback"))...)
 	errs = append(errs, ScaleToZero(spec, path)...)
 	errs = append(errs, Schedules(spec, path)...)
+	errs = append(errs, Formula(spec, path)...)
 	return errs
 }
 

@@ -50,6 +50,7 @@ type MetricAutoscaler struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || (has(self.minReplicas) && self.minReplicas == 0)",message="scaleToZero needs minReplicas 0",fieldPath=".scaleToZero"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || !has(self.scaleToZero.activation) || self.scaleToZero.activation.all(a, has(self.metrics) && self.metrics.exists(m, (has(m.external) && m.external.metric.name == a.metric) || (has(m.object) && m.object.metric.name == a.metric) || (has(m.pods) && m.pods.metric.name == a.metric) || (has(m.resource) && m.resource.name == a.metric) || (has(m.containerResource) && m.containerResource.name == a.metric)))",message="each activation must name a metric of spec.metrics (metric.name, or the resource name of a Resource or ContainerResource metric)",fieldPath=".scaleToZero.activation"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedules) || self.schedules.all(s, s.minReplicas <= self.maxReplicas)",message="each schedule's minReplicas must be less than or equal to maxReplicas",fieldPath=".schedules"
+// +kubebuilder:validation:XValidation:rule="!has(self.formula) || self.formula.inputs.all(i, has(self.metrics) && i.metric < size(self.metrics) && (self.metrics[i.metric].type == 'External' || self.metrics[i.metric].type == 'Object'))",message="each input of the formula must be the index of an External or Object metric of spec.metrics",fieldPath=".formula.inputs"
 type MetricAutoscalerSpec struct {
 	// ScaleTargetRef points to the target resource to scale.
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
@@ -105,6 +106,63 @@ type MetricAutoscalerSpec struct {
 	// +listMapKey=name
 	// +optional
 	Schedules []Schedule `json:"schedules,omitempty"`
+	// Formula combines metrics of spec.metrics into one, computed by a CEL
+	// expression, as KEDA's scalingModifiers do: the metrics it takes as
+	// inputs propose no count of their own, the formula proposes one with
+	// its target, and the largest proposal wins among it and the metrics it
+	// does not take. Not an HPA field.
+	// +optional
+	Formula *Formula `json:"formula,omitempty"`
+}
+
+// Formula is a composite metric: Expression, a CEL expression over the
+// values of Inputs, read as an External metric of one series whose value is
+// the expression's. An input's value is the metric's value as read: the
+// summed series of an External metric, the object's value of an Object
+// metric. An input that cannot be read, or a result that is not a finite
+// number at or above zero, fails the formula as a failed metric fails: no
+// scale-down on it, and spec.fallback counts it.
+//
+// +kubebuilder:validation:XValidation:rule="self.target.type == 'Value' ? has(self.target.value) && !has(self.target.averageValue) : self.target.type == 'AverageValue' && has(self.target.averageValue) && !has(self.target.value)",message="target must be of type Value with value set, or AverageValue with averageValue set",fieldPath=".target"
+type Formula struct {
+	// Name names the composite metric in status.currentMetrics, conditions,
+	// events and explanations.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Inputs bind names the expression uses to metrics of spec.metrics.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="each input must have a name of its own"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.metric == a.metric))",message="each metric may be an input once"
+	// +listType=atomic
+	Inputs []FormulaInput `json:"inputs"`
+	// Expression is a CEL expression of the inputs' names, each a double,
+	// whose result is a number: `orders + 2 * payments`,
+	// `math.greatest(orders, payments)`, `orders > 100 ? orders : 0`.
+	// Integer literals are read as doubles. It is compiled, type-checked and
+	// its cost bounded at admission and by the controller.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Expression string `json:"expression"`
+	// Target is the composite's target, as an External metric's: Value
+	// (scale on the value against the current count) or AverageValue (the
+	// value per pod).
+	Target autoscalingv2.MetricTarget `json:"target"`
+}
+
+// FormulaInput binds a name of the expression to a metric of spec.metrics.
+type FormulaInput struct {
+	// Name is the CEL variable: a letter or '_', then letters, digits, '_'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// Metric is the index in spec.metrics of an External or Object metric.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999
+	Metric int32 `json:"metric"`
 }
 
 // Schedule is a recurring time window that raises the floor: from each time
