@@ -138,6 +138,7 @@ type Controller struct {
 	podsOnce  sync.Once
 	workloads *workloadScales
 	guard     *metricsAPIGuard
+	formulas  formulas
 	// objects are the per-MetricAutoscaler gauges (objectmetrics.Default
 	// but in tests).
 	objects *objectmetrics.Gauges
@@ -194,6 +195,7 @@ func (c *Controller) handler(kind string) cache.ResourceEventHandler {
 			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && kind == kindMA {
 				c.cfg.Recorder.Forget(ns, name)
 				c.objects.Forget(ns, name)
+				c.formulas.forget(key)
 			}
 		},
 	}
@@ -321,10 +323,12 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		guard = c.guard.served
 	}
 	schedules, scheduleErrs := schedule.Compile(ma.Spec.Schedules, field.NewPath("spec"))
+	program, formulaErrs := c.formulas.compile(ma)
 	res, refused := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, guard, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
 		in.Schedules, in.ScheduleErr = schedules, scheduleErrs.ToAggregate()
+		in.Formula, in.FormulaProgram, in.FormulaErr = ma.Spec.Formula, program, formulaErrs
 		rec.Input(in) // last: the recording takes the input as the core gets it
 	})
 	if refused != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/arith"
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
+	"github.com/metricscale/metricscale/autoscaler/formula"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	"github.com/metricscale/metricscale/autoscaler/replicas"
 	"github.com/metricscale/metricscale/autoscaler/schedule"
@@ -111,6 +112,12 @@ type Input struct {
 	// decides as upstream.
 	Schedules   schedule.Set
 	ScheduleErr error
+	// Formula is a MetricAutoscaler's spec.formula, FormulaProgram its
+	// compiled form (formula.Compile) and FormulaErr why it did not
+	// compile (a failed metric); nil Formula decides as upstream.
+	Formula        *v1alpha1.Formula
+	FormulaProgram *formula.Program
+	FormulaErr     error
 }
 
 // Event is what the controller reports on the object.
@@ -126,6 +133,11 @@ type MetricResult struct {
 	Err      error
 	// Why is how the calculation made the proposal (for explanations).
 	Why replicas.Trace
+	// Input is the name spec.formula gives the metric, which then proposes
+	// nothing (Proposal -1) and whose value as read is Value.
+	Input string
+	// Value is an input's value, or the formula's result.
+	Value float64
 }
 
 // Plan is the first half of a reconcile: whether to rescale, and to what.
@@ -136,7 +148,8 @@ type Plan struct {
 	CurrentReplicas int32
 	DesiredReplicas int32
 	Reason          string
-	// Metrics has one entry per spec metric when metrics were computed.
+	// Metrics has one entry per spec metric when metrics were computed,
+	// and one more, last, for spec.formula.
 	Metrics []MetricResult
 	// Explain is how the decision was reached.
 	Explain Explanation
@@ -163,6 +176,8 @@ type Plan struct {
 	scaleToZero *v1alpha1.ScaleToZeroStatus
 	activation  *activation
 	raw         *rawValues
+	// formulaValue is spec.formula's result in this reconcile.
+	formulaValue float64
 }
 
 // Result is a finished reconcile.
@@ -432,8 +447,13 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 	}
 	tol := p.tolerances(in.Settings.Tolerance)
 	specs := hpa.Spec.Metrics
-	p.statuses = make([]autoscalingv2.MetricStatus, len(specs))
-	p.Metrics = make([]MetricResult, len(specs))
+	inputs := p.formulaInputs(in)
+	results := len(specs)
+	if in.Formula != nil {
+		results++
+	}
+	p.statuses = make([]autoscalingv2.MetricStatus, results)
+	p.Metrics = make([]MetricResult, results)
 
 	var (
 		best        int32
@@ -443,17 +463,37 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 		firstErr    error
 		firstReason string
 		firstMsg    string
+		values      = map[string]float64{}
+		inputErr    error
 	)
+	fail := func(i int, reason string, err error) {
+		p.Metrics[i] = MetricResult{Proposal: -1, Err: err, Input: p.Metrics[i].Input}
+		if invalid == 0 {
+			firstErr, firstReason = err, reason
+			firstMsg = fmt.Sprintf("the HPA was unable to compute the replica count: %v", err)
+		}
+		invalid++
+	}
 	for i := range specs {
+		if name, ok := inputs[i]; ok {
+			// An input proposes nothing: its value goes to the formula.
+			p.Metrics[i] = MetricResult{Proposal: -1, Input: name}
+			v, reason, err := p.readInput(ctx, in, hpa.Namespace, &specs[i], &p.statuses[i])
+			if err != nil {
+				p.Metrics[i].Err = err
+				p.event(corev1.EventTypeWarning, reason, err.Error())
+				if inputErr == nil {
+					inputErr = fmt.Errorf("input %s (spec.metrics[%d]): %w", name, i, err)
+				}
+				continue
+			}
+			p.Metrics[i].Value, values[name] = v, v
+			continue
+		}
 		proposal, name, reason, err := p.computeMetric(ctx, calc, &specs[i], in.Scale, tol, &p.statuses[i])
 		if err != nil {
-			p.Metrics[i] = MetricResult{Proposal: -1, Err: err}
 			p.event(corev1.EventTypeWarning, reason, err.Error())
-			if invalid == 0 {
-				firstErr, firstReason = err, reason
-				firstMsg = fmt.Sprintf("the HPA was unable to compute the replica count: %v", err)
-			}
-			invalid++
+			fail(i, reason, err)
 			continue
 		}
 		p.Metrics[i] = MetricResult{Proposal: proposal, Why: calc.Trace()}
@@ -461,10 +501,29 @@ func (p *Plan) computeMetrics(ctx context.Context, in Input) (int32, string, err
 			best, bestName, bestIndex = proposal, name, i
 		}
 	}
-	if firstErr != nil {
-		firstErr = fmt.Errorf("invalid metrics (%v invalid out of %v), first error is: %w", invalid, len(specs), firstErr)
+	if in.Formula != nil {
+		i := len(specs)
+		proposal, name, reason, err := p.computeFormula(ctx, calc, in, values, inputErr, in.Scale, tol, &p.statuses[i])
+		switch {
+		case err != nil:
+			if inputErr == nil {
+				// An input's failure has its own event already.
+				p.event(corev1.EventTypeWarning, reason, err.Error())
+			}
+			fail(i, reason, err)
+		default:
+			p.Metrics[i] = MetricResult{Proposal: proposal, Why: calc.Trace(), Value: p.formulaValue}
+			if best == 0 || proposal > best {
+				best, bestName, bestIndex = proposal, name, i
+			}
+		}
 	}
-	if invalid >= len(specs) || (invalid > 0 && best < in.Scale.Replicas) {
+	// The proposers: the metrics the formula does not take, and the formula.
+	proposers := results - len(inputs)
+	if firstErr != nil {
+		firstErr = fmt.Errorf("invalid metrics (%v invalid out of %v), first error is: %w", invalid, proposers, firstErr)
+	}
+	if invalid >= proposers || (invalid > 0 && best < in.Scale.Replicas) {
 		p.setCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, firstReason, firstMsg)
 		return -1, "", firstErr
 	}

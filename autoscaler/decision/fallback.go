@@ -60,8 +60,7 @@ func (p *Plan) applyFallback(in Input, current int32) (proposal int32, name stri
 	if prev == nil {
 		prev = &v1alpha1.FallbackStatus{}
 	}
-	specs := p.hpa.Spec.Metrics
-	st := &v1alpha1.FallbackStatus{Metrics: countFailures(prev.Metrics, specs, p.Metrics, in.Now)}
+	st := &v1alpha1.FallbackStatus{Metrics: countFailures(prev.Metrics, p.resultNames(in), p.Metrics, in.Now)}
 	var over []v1alpha1.MetricFailure
 	for _, f := range st.Metrics {
 		if f.Failures >= in.Fallback.FailureThreshold {
@@ -90,9 +89,10 @@ func (p *Plan) applyFallback(in Input, current int32) (proposal int32, name stri
 	st.Since = &since
 	size := fallbackSize(in.Fallback, current)
 	proposal, name = size, fallbackProposalLabel
+	names := p.resultNames(in)
 	for i, m := range p.Metrics {
 		if m.Err == nil && m.Proposal > proposal {
-			proposal, name = m.Proposal, metricName(&specs[i])
+			proposal, name = m.Proposal, names[i]
 		}
 	}
 	msg := fmt.Sprintf("fallback to %d replicas (%s) since %s: %s", size, behaviorOf(in.Fallback), since.UTC().Format(time.RFC3339), describeFailures(over, in.Fallback.FailureThreshold))
@@ -111,17 +111,33 @@ func fallbackReason(name string) string {
 	return fmt.Sprintf("metrics failed: %s above the fallback size", name)
 }
 
-// countFailures carries each spec metric's run of failures one reconcile
+// resultNames names each entry of p.Metrics: the spec metrics as
+// metricName does, then spec.formula ("formula NAME"), whose index is
+// len(spec.metrics).
+func (p *Plan) resultNames(in Input) []string {
+	specs := p.hpa.Spec.Metrics
+	names := make([]string, len(specs), len(specs)+1)
+	for i := range specs {
+		names[i] = metricName(&specs[i])
+	}
+	if in.Formula != nil {
+		names = append(names, "formula "+in.Formula.Name)
+	}
+	return names
+}
+
+// countFailures carries each result's run of failures one reconcile
 // further: a failed read extends it, an answer ends it. A stored run counts
 // only for the metric it was counted for (same index and name), so editing
-// spec.metrics starts the edited metrics afresh.
-func countFailures(prev []v1alpha1.MetricFailure, specs []autoscalingv2.MetricSpec, results []MetricResult, now time.Time) []v1alpha1.MetricFailure {
+// spec.metrics starts the edited metrics afresh. An input of spec.formula
+// counts, and so does the formula it fails.
+func countFailures(prev []v1alpha1.MetricFailure, names []string, results []MetricResult, now time.Time) []v1alpha1.MetricFailure {
 	var out []v1alpha1.MetricFailure
 	for i, r := range results {
-		if r.Err == nil || i >= len(specs) {
+		if r.Err == nil || i >= len(names) {
 			continue
 		}
-		name := metricName(&specs[i])
+		name := names[i]
 		f := v1alpha1.MetricFailure{Index: int32(i), Name: name, Since: &metav1.Time{Time: now}}
 		for _, old := range prev {
 			if old.Index == int32(i) && old.Name == name {
@@ -187,7 +203,11 @@ func describeFailures(fs []v1alpha1.MetricFailure, threshold int32) string {
 		if f.Since != nil {
 			since = " since " + f.Since.UTC().Format(time.RFC3339)
 		}
-		parts[i] = fmt.Sprintf("spec.metrics[%d] (%s) failed %d consecutive reconciles (threshold %d)%s: %s", f.Index, f.Name, f.Failures, threshold, since, f.LastError)
+		where := fmt.Sprintf("spec.metrics[%d] (%s)", f.Index, f.Name)
+		if name, ok := strings.CutPrefix(f.Name, "formula "); ok {
+			where = fmt.Sprintf("spec.formula (%s)", name)
+		}
+		parts[i] = fmt.Sprintf("%s failed %d consecutive reconciles (threshold %d)%s: %s", where, f.Failures, threshold, since, f.LastError)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -67,14 +68,22 @@ func Explain(r *StepResult) *Explained {
 	case decision.SkipNoSelector:
 		out.Skipped = "the target's scale has no usable selector"
 	}
-	for i, spec := range r.Spec {
-		if i >= len(r.Metrics) {
-			break
+	for i, m := range r.Metrics {
+		em := ExplainedMetric{Proposal: m.Proposal, Rule: m.Why.Rule.String(), Detail: m.Why.String()}
+		switch {
+		case i < len(r.Spec):
+			em.Name = metricLabel(r.Spec[i])
+		case r.Formula != nil:
+			em.Name = "formula " + r.Formula.Name
+			em.Detail = fmt.Sprintf("%s = %s; %s", r.Formula.Expression, strconv.FormatFloat(m.Value, 'g', -1, 64), em.Detail)
+		default:
+			continue
 		}
-		m := r.Metrics[i]
-		em := ExplainedMetric{Name: metricLabel(spec), Proposal: m.Proposal, Rule: m.Why.Rule.String(), Detail: m.Why.String()}
-		if m.Err != nil {
+		switch {
+		case m.Err != nil:
 			em.Rule, em.Detail = "failed", m.Err.Error()
+		case m.Input != "":
+			em.Rule, em.Detail = "formula input", fmt.Sprintf("%s = %s", m.Input, strconv.FormatFloat(m.Value, 'g', -1, 64))
 		}
 		out.Metrics = append(out.Metrics, em)
 	}
@@ -87,6 +96,8 @@ func Explain(r *StepResult) *Explained {
 		out.From = "fallback"
 	case e.Winner >= 0 && e.Winner < len(r.Spec):
 		out.From = fmt.Sprintf("spec.metrics[%d] %s", e.Winner, metricLabel(r.Spec[e.Winner]))
+	case e.Winner == len(r.Spec) && r.Formula != nil:
+		out.From = "spec.formula " + r.Formula.Name
 	}
 	out.Stabilized, out.Window = &e.Stabilized, e.Stabilization.Window.String()
 	out.Limited = &e.Limit.Replicas
@@ -171,8 +182,21 @@ func WriteExplained(w io.Writer, results []StepResult) error {
 					cur = " " + p.String()
 				}
 			}
-			if m.Rule == "failed" {
+			if j >= len(r.Spec) {
+				// spec.formula, after the metrics.
+				if m.Rule == "failed" {
+					fmt.Fprintf(&b, "    %s: failed: %s\n", m.Name, m.Detail)
+					continue
+				}
+				fmt.Fprintf(&b, "    %s: %s: proposes %d\n", m.Name, m.Detail, m.Proposal)
+				continue
+			}
+			switch m.Rule {
+			case "failed":
 				fmt.Fprintf(&b, "    metric %d %s: failed: %s\n", j, m.Name, m.Detail)
+				continue
+			case "formula input":
+				fmt.Fprintf(&b, "    metric %d %s%s: formula input %s\n", j, m.Name, cur, m.Detail)
 				continue
 			}
 			fmt.Fprintf(&b, "    metric %d %s%s: proposes %d (%s)\n", j, m.Name, cur, m.Proposal, m.Detail)

@@ -16,6 +16,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/behavior"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
+	"github.com/metricscale/metricscale/autoscaler/formula"
 	hist "github.com/metricscale/metricscale/autoscaler/history"
 	"github.com/metricscale/metricscale/autoscaler/schedule"
 )
@@ -39,6 +40,8 @@ type StepResult struct {
 	Reason          string                     `json:"-"`
 	Spec            []autoscalingv2.MetricSpec `json:"-"`
 	Metrics         []decision.MetricResult    `json:"-"`
+	// Formula is the MetricAutoscaler's spec.formula: Metrics' last entry.
+	Formula *v1alpha1.Formula `json:"-"`
 	// Behavior is the defaulted spec.behavior and Explain how the step
 	// decided, for `simulate --explain`.
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"-"`
@@ -149,6 +152,12 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, zero
 			// Validation refused what does not compile.
 			in.Schedules, _ = schedule.Compile(ma.Spec.Schedules, field.NewPath("spec"))
+			if f := ma.Spec.Formula; f != nil {
+				var errs field.ErrorList
+				in.Formula = f
+				in.FormulaProgram, errs = formula.Compile(f, ma.Spec.Metrics, field.NewPath("spec"))
+				in.FormulaErr = errs.ToAggregate()
+			}
 		}
 		plan := decision.Decide(ctx, in)
 		var writeErr error
@@ -189,6 +198,7 @@ func Replay(ctx context.Context, s *Scenario) ([]StepResult, error) {
 			Reason:          res.Reason,
 			Spec:            hpa.Spec.Metrics,
 			Metrics:         res.Metrics,
+			Formula:         in.Formula,
 			Behavior:        defaultedBehavior(&hpa.Spec),
 			Explain:         res.Explain,
 		}
