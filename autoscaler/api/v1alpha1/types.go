@@ -50,7 +50,7 @@ type MetricAutoscaler struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || (has(self.minReplicas) && self.minReplicas == 0)",message="scaleToZero needs minReplicas 0",fieldPath=".scaleToZero"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleToZero) || !has(self.scaleToZero.activation) || self.scaleToZero.activation.all(a, has(self.metrics) && self.metrics.exists(m, (has(m.external) && m.external.metric.name == a.metric) || (has(m.object) && m.object.metric.name == a.metric) || (has(m.pods) && m.pods.metric.name == a.metric) || (has(m.resource) && m.resource.name == a.metric) || (has(m.containerResource) && m.containerResource.name == a.metric)))",message="each activation must name a metric of spec.metrics (metric.name, or the resource name of a Resource or ContainerResource metric)",fieldPath=".scaleToZero.activation"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedules) || self.schedules.all(s, s.minReplicas <= self.maxReplicas)",message="each schedule's minReplicas must be less than or equal to maxReplicas",fieldPath=".schedules"
-// +kubebuilder:validation:XValidation:rule="!has(self.formula) || self.formula.inputs.all(i, has(self.metrics) && i.metric < size(self.metrics) && (self.metrics[i.metric].type == 'External' || self.metrics[i.metric].type == 'Object'))",message="each input of the formula must be the index of an External or Object metric of spec.metrics",fieldPath=".formula.inputs"
+// +kubebuilder:validation:XValidation:rule="!has(self.formula) || !has(self.formula.inputs) || self.formula.inputs.all(i, has(self.metrics) && i.metric >= 0 && i.metric < size(self.metrics) && (self.metrics[i.metric].type == 'External' || self.metrics[i.metric].type == 'Object'))",message="each input of the formula must be the index of an External or Object metric of spec.metrics",fieldPath=".formula.inputs"
 type MetricAutoscalerSpec struct {
 	// ScaleTargetRef points to the target resource to scale.
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
@@ -123,7 +123,7 @@ type MetricAutoscalerSpec struct {
 // number at or above zero, fails the formula as a failed metric fails: no
 // scale-down on it, and spec.fallback counts it.
 //
-// +kubebuilder:validation:XValidation:rule="self.target.type == 'Value' ? has(self.target.value) && !has(self.target.averageValue) : self.target.type == 'AverageValue' && has(self.target.averageValue) && !has(self.target.value)",message="target must be of type Value with value set, or AverageValue with averageValue set",fieldPath=".target"
+// +kubebuilder:validation:XValidation:rule="!has(self.target) || (self.target.type == 'Value' ? has(self.target.value) && !has(self.target.averageValue) : self.target.type == 'AverageValue' && has(self.target.averageValue) && !has(self.target.value))",message="target must be of type Value with value set, or AverageValue with averageValue set",fieldPath=".target"
 type Formula struct {
 	// Name names the composite metric in status.currentMetrics, conditions,
 	// events and explanations.

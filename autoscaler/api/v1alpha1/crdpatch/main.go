@@ -126,6 +126,11 @@ func patchSpec(spec obj) error {
 			set(p.prop(t, q), "minimum", 1, "allOf", []any{obj{"pattern": positiveQuantity}})
 		}
 	}
+	// The formula's target is an External metric's: its quantities above
+	// zero too (its type is checked by the Formula's CEL rule).
+	for _, q := range []string{"value", "averageValue"} {
+		set(p.prop(spec, "formula", "target", q), "minimum", 1, "allOf", []any{obj{"pattern": positiveQuantity}})
+	}
 	for _, src := range []string{"object", "pods", "external"} {
 		set(p.prop(m, src, "metric", "name"), "pattern", pathSegment)
 	}
