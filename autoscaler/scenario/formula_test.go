@@ -78,3 +78,21 @@ func TestFormulaScenario(t *testing.T) {
 		}
 	}
 }
+
+// TestFormulaScenarioRefusesWhatTheControllerWould: an expression the CRD
+// lets through but that does not compile is a malformed scenario, reported
+// at its field.
+func TestFormulaScenarioRefusesWhatTheControllerWould(t *testing.T) {
+	t.Parallel()
+	for expr, says := range map[string]string{
+		`"orders + refunds"`:  "undeclared reference to 'refunds'",
+		`"orders > payments"`: "must evaluate to a number, not bool",
+		`"orders + 2 * "`:     "Syntax error",
+	} {
+		doc := strings.Replace(readTestdata(t, "metricautoscaler/formula-two-queues.yaml"), `"orders + 2 * payments"`, expr, 1)
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "autoscaler.spec.formula.expression") || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: error %v, want one at autoscaler.spec.formula.expression saying %q", expr, err, says)
+		}
+	}
+}
