@@ -370,7 +370,7 @@ func (p *formulaParser) primary() (exprNode, error) {
 		}
 		cel, ok := exprCalls[t.text]
 		if !ok {
-			return exprNode{}, &unsupportedExpr{fmt.Sprintf("the function %s() (translated: %s)", t.text, strings.Join(exprCallNames(), ", "))}
+			return exprNode{}, &unsupportedExpr{fmt.Sprintf("the function %s()", t.text)}
 		}
 		p.i++
 		var args []exprNode
@@ -414,10 +414,6 @@ func (p *formulaParser) postfix() error {
 		return &unsupportedExpr{"a call of an expression"}
 	}
 	return nil
-}
-
-func exprCallNames() []string {
-	return []string{"max", "min", "abs", "ceil", "floor", "round", "float"}
 }
 
 // exprNumberNode reads a decimal literal as expr-lang does: with a '.' or
