@@ -592,6 +592,23 @@ func TestKEDAFixtures(t *testing.T) {
 			wantIssue(t, res, "spec.advanced.scalingModifiers.activationTarget", "above 5")
 			wantFatal(t, res, "ScaledObject shop/ranked", "the function count()")
 		}},
+		{file: "formula-names.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 1 {
+				t.Fatalf("converted %d, want names alone", len(res.MetricAutoscalers))
+			}
+			s := res.MetricAutoscalers[0].Spec
+			want := []v1alpha1.FormulaInput{{Name: "_math", Metric: 0}, {Name: "in_flight", Metric: 1}, {Name: "trigger_2", Metric: 2}}
+			if f := s.Formula; f == nil || f.Expression != "_math + 1" || !reflect.DeepEqual(f.Inputs, want) {
+				t.Errorf("names formula %+v: want the inputs %+v (math is CEL's namespace) and the expression renamed", s.Formula, want)
+			}
+			if len(s.Schedules) != 0 || len(s.Metrics) != 3 {
+				t.Errorf("names schedules %+v metrics %d: want the cron trigger outside the formula dropped (KEDA's HPA never sees it), three metrics", s.Schedules, len(s.Metrics))
+			}
+			wantIssue(t, res, "spec.triggers[3]", "not in the formula, it has no effect in KEDA")
+			wantFatal(t, res, "ScaledObject jobs/typed", `formula "a || b", in CEL "a || b": spec.formula.expression`)
+			wantFatal(t, res, "ScaledObject jobs/with-cpu", `trigger "usage" (cpu) is in the formula`)
+			wantFatal(t, res, "ScaledObject jobs/with-cron", `trigger "office" (cron) is in the formula`)
+		}},
 		{file: "bad-formula-name.yaml", wantErr: `spec.advanced.scalingModifiers.formula: "c" is not the name of a trigger`},
 		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},
 		{file: "bad-fallback-no-formula.yaml", wantErr: "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula"},

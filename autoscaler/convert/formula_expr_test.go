@@ -180,3 +180,29 @@ func TestFormulaIdentifiers(t *testing.T) {
 		t.Errorf("CEL %q: want the names renamed", got)
 	}
 }
+
+func TestCELName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"orders": "orders", "trig_one": "trig_one", "in-flight": "in_flight", "math": "_math", "as": "_as",
+		"$q": "_q", "äpfel": "_pfel", "": "_", strings.Repeat("x", 70): strings.Repeat("x", 60),
+	} {
+		got := celName(in)
+		if got != want {
+			t.Errorf("celName(%q) = %q, want %q", in, got, want)
+		}
+		if _, errs := compileNamed(got); len(errs) > 0 {
+			t.Errorf("celName(%q) = %q: not an input name formula.Compile takes: %v", in, got, errs)
+		}
+	}
+}
+
+func compileNamed(name string) (*formula.Program, field.ErrorList) {
+	q := resource.MustParse("1")
+	metrics := []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: "m"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &q},
+	}}}
+	f := &v1alpha1.Formula{Name: "composite-metric", Inputs: []v1alpha1.FormulaInput{{Name: name}}, Expression: name + " * 2",
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &q}}
+	return formula.Compile(f, metrics, field.NewPath("spec"))
+}

@@ -385,7 +385,7 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 		t := &spec.Triggers[i]
 		if typ, ok := lookupTrigger(t.Type); ok && typ.schedule != nil && c.modifier != nil {
 			// parseModifier refused the cron triggers the formula reads
-			c.issue(false, fmt.Sprintf("spec.triggers[%d]", i), "cron trigger %q not converted: not in the formula, it has no effect in KEDA, whose HPA scales on the formula (and cpu and memory triggers) only", t.Name)
+			c.issue(false, fmt.Sprintf("spec.triggers[%d]", i), "cron trigger not converted: not in the formula, it has no effect in KEDA, whose HPA scales on the formula (and cpu and memory triggers) only")
 			continue
 		}
 		out := c.trigger(i, t)
