@@ -579,6 +579,9 @@ func TestKEDAFixtures(t *testing.T) {
 			if f := co.Formula; f == nil || f.Expression != "(orders + 2 * payments) / 3" || f.Target.Type != "Value" || f.Target.Value.String() != "20" || len(f.Inputs) != 2 {
 				t.Errorf("checkout formula %+v: want the formula over orders and payments on Value 20", co.Formula)
 			}
+			if co.Fallback == nil || co.Fallback.FailureThreshold != 3 || co.Fallback.Replicas != 6 || co.Fallback.Behavior != "static" {
+				t.Errorf("checkout fallback %+v: want KEDA's, static", co.Fallback)
+			}
 			if len(co.Metrics) != 3 || co.Metrics[2].Resource == nil || co.Metrics[2].Resource.Name != "cpu" {
 				t.Errorf("checkout metrics %+v: want the two queues and cpu, which proposes on its own as in KEDA's HPA", co.Metrics)
 			}
