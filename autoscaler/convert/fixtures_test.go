@@ -416,7 +416,7 @@ func TestKEDAFixtures(t *testing.T) {
 				t.Fatalf("converted %d: want only previews (uploads has an SQS trigger, combined a formula)", len(res.MetricAutoscalers))
 			}
 			wantFatal(t, res, "ScaledObject media/uploads", "spec.triggers[1].type")
-			wantFatal(t, res, "ScaledObject media/combined", `spec.advanced.scalingModifiers formula "a + b" has no equivalent`)
+			wantFatal(t, res, "ScaledObject media/combined", `spec.advanced.scalingModifiers formula "a % 10 + b": the remainder operator % has no equivalent`)
 			wantFatal(t, res, "ScaledJob media/batch", "")
 			wantIssue(t, res, "spec.triggers[0].authenticationRef", `"redis-auth"`)
 			if strings.Contains(dump(res.Adapter), "keda-media-uploads") {
@@ -532,8 +532,8 @@ func TestKEDAFixtures(t *testing.T) {
 			noSecretValue(t, res, "cG9zdGdyZXMtc2VjcmV0", "postgres-secret", "rabbit-secret", "YW1xcDovL3VzZXI6cmFiYml0LXNlY3JldEByYWJiaXRtcS5xdWV1ZXMuc3ZjOjU2NzIvdmhvc3Q=", "rabbitmq.queues.svc")
 		}},
 		{file: "scaling-modifiers.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
-			if len(res.MetricAutoscalers) != 2 {
-				t.Fatalf("converted %d, want queues-max and latency", len(res.MetricAutoscalers))
+			if len(res.MetricAutoscalers) != 4 {
+				t.Fatalf("converted %d, want queues-max, latency, average and partial", len(res.MetricAutoscalers))
 			}
 			qm := res.MetricAutoscalers[0].Spec
 			for _, m := range qm.Metrics {
@@ -548,8 +548,69 @@ func TestKEDAFixtures(t *testing.T) {
 			if lt.Type != "Value" || lt.Value.String() != "250" {
 				t.Errorf("latency target %+v: want Value 250", lt)
 			}
-			wantFatal(t, res, "ScaledObject shop/average", `formula "(trig_one + trig_two)/2" has no equivalent`)
-			wantFatal(t, res, "ScaledObject shop/partial", `trigger "two" is not in the formula`)
+			if qm.Formula != nil || res.MetricAutoscalers[1].Spec.Formula != nil {
+				t.Error("a formula of one trigger or the max of every trigger became spec.formula: want each metric on the formula's target")
+			}
+			av := res.MetricAutoscalers[2].Spec
+			if f := av.Formula; f == nil || f.Name != "composite-metric" || f.Expression != "(trig_one + trig_two) / 2" ||
+				f.Target.Type != "AverageValue" || f.Target.AverageValue.String() != "2" ||
+				len(f.Inputs) != 2 || f.Inputs[0] != (v1alpha1.FormulaInput{Name: "trig_one", Metric: 0}) || f.Inputs[1] != (v1alpha1.FormulaInput{Name: "trig_two", Metric: 1}) {
+				t.Errorf("average formula %+v: want KEDA's composite-metric, the docs' formula over both triggers, AverageValue 2", av.Formula)
+			}
+			if a := av.ScaleToZero.Activation; len(a) != 0 {
+				t.Errorf("average activation %+v: want none (the triggers' own are not KEDA's with a formula)", a)
+			}
+			wantIssue(t, res, "spec.advanced.scalingModifiers.activationTarget", "when the formula's value is above 2, a MetricAutoscaler when one of its inputs (trig_one, trig_two) is above zero")
+			// a trigger outside the formula is read into KEDA's composite: an input it does not use
+			if f := res.MetricAutoscalers[3].Spec.Formula; f == nil || f.Expression != "one" || len(f.Inputs) != 2 || f.Inputs[1].Name != "two" {
+				t.Errorf("partial formula %+v: want one, with two an input too", f)
+			}
+			for _, i := range res.Issues {
+				if i.Fatal {
+					t.Errorf("not converted: %v", i)
+				}
+			}
+		}},
+		{file: "formula.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 2 {
+				t.Fatalf("converted %d, want checkout and mailer", len(res.MetricAutoscalers))
+			}
+			co := res.MetricAutoscalers[0].Spec
+			if f := co.Formula; f == nil || f.Expression != "(orders + 2 * payments) / 3" || f.Target.Type != "Value" || f.Target.Value.String() != "20" || len(f.Inputs) != 2 {
+				t.Errorf("checkout formula %+v: want the formula over orders and payments on Value 20", co.Formula)
+			}
+			if co.Fallback == nil || co.Fallback.FailureThreshold != 3 || co.Fallback.Replicas != 6 || co.Fallback.Behavior != "static" {
+				t.Errorf("checkout fallback %+v: want KEDA's, static", co.Fallback)
+			}
+			if len(co.Metrics) != 3 || co.Metrics[2].Resource == nil || co.Metrics[2].Resource.Name != "cpu" {
+				t.Errorf("checkout metrics %+v: want the two queues and cpu, which proposes on its own as in KEDA's HPA", co.Metrics)
+			}
+			ml := res.MetricAutoscalers[1].Spec
+			if f := ml.Formula; f == nil || f.Expression != "emails > 100 ? emails + retries : math.greatest(emails, retries)" || len(f.Inputs) != 3 || f.Inputs[2] != (v1alpha1.FormulaInput{Name: "audit_log", Metric: 2}) {
+				t.Errorf("mailer formula %+v: want the ternary in CEL, audit-log an input as audit_log", ml.Formula)
+			}
+			if ml.ScaleToZero == nil || len(ml.ScaleToZero.Activation) != 0 {
+				t.Errorf("mailer scaleToZero %+v: want no per-metric activation (activationListLength is not KEDA's with a formula)", ml.ScaleToZero)
+			}
+			wantIssue(t, res, "spec.advanced.scalingModifiers.activationTarget", "above 5")
+			wantFatal(t, res, "ScaledObject shop/ranked", "the function count()")
+		}},
+		{file: "formula-names.yaml", check: func(t *testing.T, res convert.KEDAResult, _ *config.Config) {
+			if len(res.MetricAutoscalers) != 1 {
+				t.Fatalf("converted %d, want names alone", len(res.MetricAutoscalers))
+			}
+			s := res.MetricAutoscalers[0].Spec
+			want := []v1alpha1.FormulaInput{{Name: "_math", Metric: 0}, {Name: "in_flight", Metric: 1}, {Name: "trigger_2", Metric: 2}}
+			if f := s.Formula; f == nil || f.Expression != "_math + 1" || !reflect.DeepEqual(f.Inputs, want) {
+				t.Errorf("names formula %+v: want the inputs %+v (math is CEL's namespace) and the expression renamed", s.Formula, want)
+			}
+			if len(s.Schedules) != 0 || len(s.Metrics) != 3 {
+				t.Errorf("names schedules %+v metrics %d: want the cron trigger outside the formula dropped (KEDA's HPA never sees it), three metrics", s.Schedules, len(s.Metrics))
+			}
+			wantIssue(t, res, "spec.triggers[3]", "not in the formula, it has no effect in KEDA")
+			wantFatal(t, res, "ScaledObject jobs/typed", `formula "a || b", in CEL "a || b": spec.formula.expression`)
+			wantFatal(t, res, "ScaledObject jobs/with-cpu", `trigger "usage" (cpu) is in the formula`)
+			wantFatal(t, res, "ScaledObject jobs/with-cron", `trigger "office" (cron) is in the formula`)
 		}},
 		{file: "bad-formula-name.yaml", wantErr: `spec.advanced.scalingModifiers.formula: "c" is not the name of a trigger`},
 		{file: "bad-cpu-min0.yaml", wantErr: "spec.minReplicaCount: 0 needs a trigger other than cpu and memory"},

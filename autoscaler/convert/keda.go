@@ -16,6 +16,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
+	"github.com/metricscale/metricscale/autoscaler/formula"
 	"github.com/metricscale/metricscale/autoscaler/validation"
 )
 
@@ -382,21 +383,41 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	c.minReplicas, c.maxReplicas = minR, maxR
 	for i := range spec.Triggers {
 		t := &spec.Triggers[i]
+		if typ, ok := lookupTrigger(t.Type); ok && typ.schedule != nil && c.modifier != nil {
+			// parseModifier refused the cron triggers the formula reads
+			c.issue(false, fmt.Sprintf("spec.triggers[%d]", i), "cron trigger not converted: not in the formula, it has no effect in KEDA, whose HPA scales on the formula (and cpu and memory triggers) only")
+			continue
+		}
 		out := c.trigger(i, t)
 		if out == nil {
 			continue
 		}
 		ma.Spec.Metrics = append(ma.Spec.Metrics, out.metric)
-		if c.modifier != nil {
+		if m := c.modifier; m != nil && out.metric.External != nil {
+			m.bind(t, i, len(ma.Spec.Metrics)-1)
 			// the formula's activation replaces the triggers' own
-			out.activation = c.modifier.activation
+			out.activation = nil
+			if m.perMetric {
+				out.activation = m.activation
+			}
 		}
 		if out.activation != nil && minR == 0 {
 			activations = append(activations, v1alpha1.MetricActivation{Metric: out.name, Value: *out.activation})
 		}
 	}
-	if c.modifier != nil {
-		c.modifier.apply(ma.Spec.Metrics)
+	if m := c.modifier; m != nil && !c.fatal() {
+		m.apply(&ma.Spec)
+		if f := ma.Spec.Formula; f != nil {
+			if _, errs := formula.Compile(f, ma.Spec.Metrics, field.NewPath("spec")); len(errs) > 0 {
+				c.issue(true, "spec.advanced.scalingModifiers", "formula %q, in CEL %q: %s", m.formula, f.Expression, describeErrs(errs))
+			} else if minR == 0 {
+				fieldName := "spec.advanced.scalingModifiers.formula"
+				if m.activation != nil {
+					fieldName = "spec.advanced.scalingModifiers.activationTarget"
+				}
+				c.issue(false, fieldName, "%s", m.activationNote(ma.Spec.Formula))
+			}
+		}
 	}
 	ma.Spec.Schedules = c.schedules
 	if len(ma.Spec.Schedules) > 0 && len(ma.Spec.Metrics) == 0 && !c.fatal() {
@@ -424,6 +445,7 @@ func (c *soConverter) convert() (*v1alpha1.MetricAutoscaler, error) {
 	defaults.Spec(&checked)
 	errs := validation.Spec(&checked, field.NewPath("spec"), validation.Options{ScaleToZero: true})
 	errs = append(errs, validation.Schedules(&ma.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validation.Formula(&ma.Spec, field.NewPath("spec"))...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("the converted MetricAutoscaler would be invalid: %s", describeErrs(errs))
 	}
