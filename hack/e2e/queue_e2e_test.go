@@ -38,6 +38,16 @@ func queueValue(ctx context.Context, ns string, b queueBackend) (int64, int, []b
 	return sum / 1000, http.StatusOK, body, nil
 }
 
+// metricSpec is an External metric on b's e2e queue, perPod messages per
+// replica.
+func (b queueBackend) metricSpec(perPod string) autoscalingv2.MetricSpec {
+	avg := resource.MustParse(perPod)
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: b.metric, Selector: &metav1.LabelSelector{MatchLabels: b.selector}},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
+	}}
+}
+
 // TestQueueBackends: for each broker, through the aggregator, the External metric equals
 // the depth the broker's own tools report; a MetricAutoscaler scales a Deployment on it;
 // the broker stopped answers a 503 naming its provider within the provider's timeout and
@@ -84,11 +94,7 @@ func testQueueBackend(t *testing.T, b queueBackend) {
 	})
 	t.Logf("%s = %d through the aggregator, as %s reports, %s after the publish", b.metric, depth, b.name, time.Since(start).Round(100*time.Millisecond))
 
-	avg := resource.MustParse(fmt.Sprint(perPod))
-	spec := autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-		Metric: autoscalingv2.MetricIdentifier{Name: b.metric, Selector: &metav1.LabelSelector{MatchLabels: b.selector}},
-		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &avg},
-	}}
+	spec := b.metricSpec(fmt.Sprint(perPod))
 	cluster.CreateDeployment(t, KwokDeployment(ns, "worker", 1, "100m", "10m"))
 	cluster.WaitDeploymentReady(t, ns, "worker", 1, 60*time.Second)
 	const syncPeriod = 2 * time.Second
