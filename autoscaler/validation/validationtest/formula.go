@@ -14,12 +14,7 @@ import (
 // reserved word, has the right shape for the schema, and only the
 // simulator's validation, the admission webhook and the controller
 // (condition InvalidFormula) find it.
-type InvalidFormula struct {
-	Name  string
-	Spec  map[string]any
-	Field string
-	CRD   bool
-}
+type InvalidFormula = Invalid
 
 // FormulaSpec is a valid spec of two External metrics, orders and
 // payments, and a formula over them, edited by mutate (nil deletes a key).

@@ -8,7 +8,12 @@ package validationtest
 // does not exist, has the right shape for the schema, and only the
 // simulator's validation and the controller (condition Scheduled, reason
 // InvalidSchedule) find it.
-type InvalidSchedule struct {
+type InvalidSchedule = Invalid
+
+// Invalid is a MetricAutoscaler spec valid but for one field of an
+// extension (spec.schedules, spec.formula): Field is where the simulator's
+// validation reports it, CRD whether the CRD can see it at all.
+type Invalid struct {
 	Name  string
 	Spec  map[string]any
 	Field string
