@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -182,5 +183,50 @@ func TestWebhookInvalidValues(t *testing.T) {
 				t.Errorf("template error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestWebhookMatchesKustomize: autoscaler.webhook.enabled (without the
+// adapter, certificate provided as the overlay expects it) renders the
+// objects of `kustomize build manifests/webhook`, but for the caBundle,
+// which the overlay leaves to the user (its kustomization.yaml says how).
+func TestWebhookMatchesKustomize(t *testing.T) {
+	t.Parallel()
+	kust, err := Kustomize(manifestsDir + "/webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Template(chartDir, Options{Set: []string{"adapter.enabled=false", "certs.mode=provided", "certs.provided.caBundle=" + testCABundle,
+		"autoscaler.webhook.enabled=true", "autoscaler.webhook.provided.secretName=metricscale-autoscaler-webhook-cert"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parse(t, "kustomize build manifests/webhook", kust)
+	got := parse(t, "chart", rendered)
+	delete(want, "Namespace//metricscale")
+	vwc, ok := got[webhookConfig]
+	if !ok {
+		t.Fatalf("the chart renders no %s", webhookConfig)
+	}
+	hook := vwc["webhooks"].([]any)[0].(map[string]any)["clientConfig"].(map[string]any)
+	if hook["caBundle"] != testCABundle {
+		t.Errorf("the chart's caBundle %v, want certs.provided.caBundle", hook["caBundle"])
+	}
+	delete(hook, "caBundle")
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		stripHelm(g)
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("only the chart renders %s", k)
+		}
 	}
 }
