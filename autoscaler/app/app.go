@@ -126,6 +126,8 @@ type Options struct {
 	Record        bool
 	RecordOptions mrecord.Options
 	RecordServer  recordserver.Options
+	// Webhook is the MetricAutoscalers' validating admission webhook.
+	Webhook WebhookOptions
 }
 
 // NewOptions returns kube-controller-manager's defaults where they apply.
@@ -159,6 +161,7 @@ func NewOptions() *Options {
 		Logging:         logsapi.NewLoggingConfiguration(),
 		RecordOptions:   mrecord.DefaultOptions(),
 		RecordServer:    recordserver.Options{BindAddress: "0.0.0.0:8443"},
+		Webhook:         WebhookOptions{BindAddress: "0.0.0.0"},
 	}
 }
 
@@ -199,6 +202,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RecordServer.CertFile, "tls-cert-file", o.RecordServer.CertFile, "serving certificate of --bind-address (unless --insecure-metrics) and --secure-bind-address; a self-signed one is generated without it")
 	fs.StringVar(&o.RecordServer.KeyFile, "tls-private-key-file", o.RecordServer.KeyFile, "key of --tls-cert-file")
 	fs.StringVar(&o.RecordServer.CertDir, "cert-dir", o.RecordServer.CertDir, "where the self-signed certificates are generated and kept (metrics.crt and metrics.key for --bind-address, record.crt and record.key for --secure-bind-address); in memory when empty")
+	o.Webhook.AddFlags(fs)
 }
 
 // Settings are the decision settings the options give.
@@ -252,6 +256,9 @@ func (o *Options) Validate() error {
 	if (o.RecordServer.CertFile == "") != (o.RecordServer.KeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
 	}
+	if err := o.Webhook.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.ChangeFeed.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -299,6 +306,9 @@ func Run(ctx context.Context, o *Options) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	if err := o.serveMetrics(serveCtx, handler(ready, watchdog, o.Profiling)); err != nil {
+		return err
+	}
+	if err := o.Webhook.serveWebhook(serveCtx); err != nil {
 		return err
 	}
 	lead := &leadership{self: o.Identity}

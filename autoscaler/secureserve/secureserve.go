@@ -44,6 +44,12 @@ type Options struct {
 	// AlwaysAllowPaths are served to anyone, authenticated or not (the
 	// probes' /healthz, /readyz, /livez); nil: none.
 	AlwaysAllowPaths []string
+	// Anonymous serves without delegated authentication and
+	// authorization (the Server's Authenticator and Authorizer stay nil,
+	// Kubeconfig is unused): for a server kube-apiserver itself calls, as
+	// an admission webhook, to which it presents no credentials unless
+	// its --admission-control-config-file gives some.
+	Anonymous bool
 }
 
 // Server is a listening HTTPS server and the delegated authenticator and
@@ -86,6 +92,9 @@ func (o Options) Listen(what string) (*Server, error) {
 	var info *genericapiserver.SecureServingInfo
 	if err := serving.ApplyTo(&info); err != nil {
 		return nil, fmt.Errorf("serving %s on %s: %w", what, o.BindAddress, err)
+	}
+	if o.Anonymous {
+		return &Server{info: info, what: what}, nil
 	}
 	var authn genericapiserver.AuthenticationInfo
 	an := options.NewDelegatingAuthenticationOptions()

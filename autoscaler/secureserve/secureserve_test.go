@@ -3,6 +3,7 @@ package secureserve
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
+	"github.com/metricscale/metricscale/certs"
 	"github.com/metricscale/metricscale/hack/freeport"
 )
 
@@ -130,5 +133,51 @@ func TestListenRefusesBadAddresses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--bind-address") {
 			t.Errorf("%q: %v, want an error naming --bind-address", addr, err)
 		}
+	}
+}
+
+// TestListenAnonymous: an Anonymous server needs no API server (no
+// kubeconfig: the delegating authenticator would fail to build without
+// one outside a cluster), serves its given certificate and answers callers
+// without credentials.
+func TestListenAnonymous(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, caPair, err := certs.NewCA("test-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("webhook", certs.Serving, []string{"127.0.0.1"}, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pair.Write(dir, "tls"); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freeport.For(t))
+	srv, err := Options{Flag: "--webhook-port", BindAddress: addr, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), Anonymous: true}.Listen("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Authenticator != nil || srv.Authorizer != nil {
+		t.Error("an anonymous server has an authenticator or authorizer")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := srv.Serve(ctx, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPair.CertPEM) {
+		t.Fatal("CA not parsed")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get("https://" + addr + "/validate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET without credentials: %d, want 200", resp.StatusCode)
 	}
 }

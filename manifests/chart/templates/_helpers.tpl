@@ -95,6 +95,22 @@ HTTPS unless metrics.autoscaler.insecure; (dict "probe" . "root" $)
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.certs.clusterDomain) | toJson -}}
 {{- end -}}
 
+{{/* The autoscaler's Service, which the webhook's certificate names. */}}
+{{- define "metricscale.autoscaler.dnsNames" -}}
+{{- $svc := include "metricscale.autoscaler.name" . -}}
+{{- $ns := (include "metricscale.namespace" $) -}}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.certs.clusterDomain) | toJson -}}
+{{- end -}}
+
+{{/* The autoscaler.webhook's kubernetes.io/tls Secret. */}}
+{{- define "metricscale.autoscaler.webhookCertSecretName" -}}
+{{- if eq .Values.certs.mode "provided" -}}
+{{- required "autoscaler.webhook.provided.secretName is required with autoscaler.webhook.enabled and certs.mode=provided" .Values.autoscaler.webhook.provided.secretName -}}
+{{- else -}}
+{{- include "metricscale.autoscaler.name" . }}-webhook-cert
+{{- end -}}
+{{- end -}}
+
 {{- define "metricscale.adapter.certSecretName" -}}
 {{- if eq .Values.certs.mode "provided" -}}
 {{- required "certs.provided.secretName is required with certs.mode=provided" .Values.certs.provided.secretName -}}
@@ -254,6 +270,18 @@ API group, the core group first.
 {{- end -}}
 {{- if eq .Values.certs.mode "adapter" -}}
 {{- fail "autoscaler.changeFeed: with certs.mode=adapter each adapter replica makes its own certificate, which the autoscaler cannot verify: use certs.mode=selfSigned, certManager or provided, or set autoscaler.changeFeed.insecureSkipTLSVerify=true (test clusters)" -}}
+{{- end -}}
+{{- end -}}
+{{- $webhook := and .Values.autoscaler.enabled .Values.autoscaler.webhook.enabled -}}
+{{- if and $webhook (eq .Values.certs.mode "adapter") -}}
+{{- fail "autoscaler.webhook: kube-apiserver verifies a webhook's certificate (there is no insecureSkipTLSVerify for webhooks), and with certs.mode=adapter there is no CA: use certs.mode=selfSigned, certManager or provided" -}}
+{{- end -}}
+{{- if and $webhook (eq .Values.certs.mode "provided") -}}
+{{- if not .Values.autoscaler.webhook.provided.secretName -}}
+{{- fail "autoscaler.webhook.provided.secretName is required with certs.mode=provided (a kubernetes.io/tls Secret for the autoscaler Service's names, signed by the CA of certs.provided.caBundle)" -}}
+{{- end -}}
+{{- if not (b64dec .Values.certs.provided.caBundle | contains "-----BEGIN CERTIFICATE-----") -}}
+{{- fail "certs.provided.caBundle is required with autoscaler.webhook.enabled and certs.mode=provided (base64 of the PEM CA that signed the webhook's certificate)" -}}
 {{- end -}}
 {{- end -}}
 {{- if .Values.adapter.enabled -}}
