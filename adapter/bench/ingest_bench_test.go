@@ -208,7 +208,7 @@ func marshalOTLP(b *testing.B, marshal func(proto.Message) ([]byte, error), base
 // it): its push listener on loopback, the bearer token, the in-flight cap
 // and body limit, the decoder, and the registry's memory store.
 //
-//	go test -run '^$' -bench PushIngest -benchtime 2000x -cpu 1,2 ./adapter/bench/
+//	go test -run '^$' -bench PushIngest -benchtime 3s -count 3 -cpu 1,2 ./adapter/bench/
 //
 // Each request body is encoded once, before the timed loop; the loop posts
 // it again and again (the series are stored and then refreshed) from
