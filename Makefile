@@ -61,6 +61,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./autoscaler/...
 	$(GO) test -run '^$$' -bench 'ExternalQuery|BytesPerSeries' -benchtime 20000x ./adapter/bench/
 	$(GO) test -run '^$$' -bench Prometheus -benchtime 2000x ./adapter/bench/
+	$(GO) test -run '^$$' -bench PushIngest -benchtime 3s -cpu 1,$$(nproc) ./adapter/bench/
 
 # The push replication's fault-injection harness, as a soak of SOAK: three
 # adapter processes behind fault-injecting proxies (adapter/internal/soak);

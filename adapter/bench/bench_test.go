@@ -1,8 +1,9 @@
 // Package bench measures the adapter end to end: external metric queries
 // against the real adapter's secure port over loopback TLS with a bearer
 // token (authenticated by delegated TokenReview against the in-process fake
-// kube-apiserver, cached by the adapter as in a cluster), and the memory
-// cost of stored series.
+// kube-apiserver, cached by the adapter as in a cluster), the memory cost of
+// stored series, and the push port's ingestion throughput in each wire
+// format (BenchmarkPushIngest).
 //
 //	go test -run '^$' -bench . -benchtime 20000x ./adapter/bench/
 //

@@ -8,56 +8,18 @@ import (
 	"time"
 
 	writev2 "github.com/prometheus/client_golang/exp/api/remote/genproto/v2"
-	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/metricscale/metricscale/providers/pushformat/remotewritetest"
 )
 
-// rw1 builds remote-write 1.0 messages field by field, as the specification
-// numbers them (the test's own encoder, independent of the decoder's walk).
-type rw1Series struct {
-	labels     [][2]string
-	samples    []rw1Sample
-	histograms int
-}
+// The remote-write 1.0 encoder the tests share (the library has no 1.0
+// message type).
+type (
+	rw1Series = remotewritetest.Series
+	rw1Sample = remotewritetest.Sample
+)
 
-type rw1Sample struct {
-	v  float64
-	ms int64
-}
-
-func rw1(series ...rw1Series) []byte {
-	var req []byte
-	for _, s := range series {
-		var ts []byte
-		for _, l := range s.labels {
-			var lb []byte
-			lb = protowire.AppendTag(lb, 1, protowire.BytesType)
-			lb = protowire.AppendString(lb, l[0])
-			lb = protowire.AppendTag(lb, 2, protowire.BytesType)
-			lb = protowire.AppendString(lb, l[1])
-			ts = protowire.AppendTag(ts, 1, protowire.BytesType)
-			ts = protowire.AppendBytes(ts, lb)
-		}
-		for _, sm := range s.samples {
-			var sb []byte
-			sb = protowire.AppendTag(sb, 1, protowire.Fixed64Type)
-			sb = protowire.AppendFixed64(sb, math.Float64bits(sm.v))
-			sb = protowire.AppendTag(sb, 2, protowire.VarintType)
-			sb = protowire.AppendVarint(sb, uint64(sm.ms))
-			ts = protowire.AppendTag(ts, 2, protowire.BytesType)
-			ts = protowire.AppendBytes(ts, sb)
-		}
-		for range s.histograms {
-			ts = protowire.AppendTag(ts, 4, protowire.BytesType)
-			ts = protowire.AppendBytes(ts, []byte{0x08, 0x01}) // count_int: 1
-		}
-		req = protowire.AppendTag(req, 1, protowire.BytesType)
-		req = protowire.AppendBytes(req, ts)
-	}
-	// metadata (field 3): ignored
-	req = protowire.AppendTag(req, 3, protowire.BytesType)
-	req = protowire.AppendBytes(req, []byte{0x08, 0x01})
-	return req
-}
+var rw1 = remotewritetest.V1
 
 // staleNaN is Prometheus' staleness marker.
 var staleNaN = math.Float64frombits(0x7ff0000000000002)
@@ -77,26 +39,26 @@ func TestParseRemoteWriteV1(t *testing.T) {
 		{
 			name: "latest sample of each series",
 			body: rw1(
-				rw1Series{labels: name("queue_depth", [2]string{"queue", "orders"}, [2]string{"namespace", "shop"}),
-					samples: []rw1Sample{{5, 2000}, {7, 3000}, {6, 2500}}},
-				rw1Series{labels: name("queue_depth", [2]string{"queue", "billing"}), samples: []rw1Sample{{1, 1000}}},
+				rw1Series{Labels: name("queue_depth", [2]string{"queue", "orders"}, [2]string{"namespace", "shop"}),
+					Samples: []rw1Sample{{V: 5, Ms: 2000}, {V: 7, Ms: 3000}, {V: 6, Ms: 2500}}},
+				rw1Series{Labels: name("queue_depth", [2]string{"queue", "billing"}), Samples: []rw1Sample{{V: 1, Ms: 1000}}},
 			),
 			want: map[string]float64{"queue_depth{namespace=shop,queue=orders}": 7, "queue_depth{queue=billing}": 1},
 		},
 		{
 			name: "staleness markers, NaN, infinities and histograms are skipped",
 			body: rw1(
-				rw1Series{labels: name("up"), samples: []rw1Sample{{staleNaN, 1000}}},
-				rw1Series{labels: name("ratio"), samples: []rw1Sample{{math.NaN(), 1000}, {math.Inf(1), 1000}, {0.5, 900}}},
-				rw1Series{labels: name("latency"), histograms: 2},
+				rw1Series{Labels: name("up"), Samples: []rw1Sample{{V: staleNaN, Ms: 1000}}},
+				rw1Series{Labels: name("ratio"), Samples: []rw1Sample{{V: math.NaN(), Ms: 1000}, {V: math.Inf(1), Ms: 1000}, {V: 0.5, Ms: 900}}},
+				rw1Series{Labels: name("latency"), Histograms: 2},
 			),
 			want:    map[string]float64{"ratio{}": 0.5},
 			skipped: 5,
 		},
-		{name: "no metric name", body: rw1(rw1Series{labels: [][2]string{{"queue", "a"}}, samples: []rw1Sample{{1, 1}}}), err: `timeseries[0]: invalid or missing metric name (__name__) ""`},
-		{name: "invalid label name", body: rw1(rw1Series{labels: name("q", [2]string{"__x", "a"}), samples: []rw1Sample{{1, 1}}}), err: `timeseries[0] (q): invalid label name "__x"`},
-		{name: "label twice", body: rw1(rw1Series{labels: name("q", [2]string{"a", "1"}, [2]string{"a", "2"}), samples: []rw1Sample{{1, 1}}}), err: `timeseries[0]: label "a" twice`},
-		{name: "value out of range", body: rw1(rw1Series{labels: name("q"), samples: []rw1Sample{{1e300, 1}}}), err: "out of range"},
+		{name: "no metric name", body: rw1(rw1Series{Labels: [][2]string{{"queue", "a"}}, Samples: []rw1Sample{{V: 1, Ms: 1}}}), err: `timeseries[0]: invalid or missing metric name (__name__) ""`},
+		{name: "invalid label name", body: rw1(rw1Series{Labels: name("q", [2]string{"__x", "a"}), Samples: []rw1Sample{{V: 1, Ms: 1}}}), err: `timeseries[0] (q): invalid label name "__x"`},
+		{name: "label twice", body: rw1(rw1Series{Labels: name("q", [2]string{"a", "1"}, [2]string{"a", "2"}), Samples: []rw1Sample{{V: 1, Ms: 1}}}), err: `timeseries[0]: label "a" twice`},
+		{name: "value out of range", body: rw1(rw1Series{Labels: name("q"), Samples: []rw1Sample{{V: 1e300, Ms: 1}}}), err: "out of range"},
 		{name: "malformed", body: []byte{0x0a, 0x10, 0x01}, err: "malformed protobuf"},
 	}
 	for _, tc := range tests {
@@ -110,7 +72,7 @@ func TestParseRemoteWriteV1(t *testing.T) {
 
 func TestParseRemoteWriteV1Timestamp(t *testing.T) {
 	t.Parallel()
-	d, err := ParseRemoteWriteV1(rw1(rw1Series{labels: [][2]string{{"__name__", "q"}}, samples: []rw1Sample{{3, 1767225600123}}}))
+	d, err := ParseRemoteWriteV1(rw1(rw1Series{Labels: [][2]string{{"__name__", "q"}}, Samples: []rw1Sample{{V: 3, Ms: 1767225600123}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
