@@ -475,6 +475,7 @@ func (o *Options) startPush(ctx, replCtx context.Context, reg *registry.Registry
 // --push-peers-dns, or nil without either.
 func (o *Options) newReplicator(reg *registry.Registry, token string) (*push.Replicator, error) {
 	var peers push.Peers
+	advertise := "" // a static list names every replica from the start
 	switch {
 	case !o.pushEnabled():
 		return nil, nil
@@ -490,6 +491,7 @@ func (o *Options) newReplicator(reg *registry.Registry, token string) (*push.Rep
 			port = o.pushListener.Addr().(*net.TCPAddr).Port
 		}
 		peers = &push.DNSPeers{Host: o.PushPeersDNS, Port: port, SelfIP: o.PushSelfIP}
+		advertise = net.JoinHostPort(o.PushSelfIP, strconv.Itoa(port))
 	default:
 		return nil, nil
 	}
@@ -502,7 +504,9 @@ func (o *Options) newReplicator(reg *registry.Registry, token string) (*push.Rep
 		}
 		return out
 	}
-	return push.NewReplicator(peers, token, reg, push.StoreSource(stores)), nil
+	repl := push.NewReplicator(peers, token, reg, push.StoreSource(stores))
+	repl.Advertise = advertise
+	return repl, nil
 }
 
 // withChangeFeedLongRunning makes the change feed a long-running request, as

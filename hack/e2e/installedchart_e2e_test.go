@@ -98,6 +98,17 @@ type installedChart struct {
 	last   string
 	token  string
 	dir    string // the whole test's files: a subtest's TempDir goes when it ends
+	// failures are the load checks' errors, logged again after the
+	// namespace dump of a failed test, which would bury them.
+	failures []string
+}
+
+// errorf fails t and keeps the message for the summary at the end.
+func (ic *installedChart) errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	ic.failures = append(ic.failures, t.Name()+": "+msg)
+	t.Error(msg)
 }
 
 // needRealNode returns the real node's name, failing when the cluster runs
@@ -122,6 +133,12 @@ func needRealNode(t *testing.T) string {
 func newInstalledChart(t *testing.T, node string) *installedChart {
 	t.Helper()
 	ic := &installedChart{node: node, tool: buildChartTool(t), dir: t.TempDir()}
+	// Registered first, so it runs last: after the namespace dump.
+	t.Cleanup(func() {
+		if len(ic.failures) > 0 {
+			t.Logf("installedchart: failed checks (see above):\n%s", strings.Join(ic.failures, "\n"))
+		}
+	})
 	ic.images = buildImages(t)
 	start := time.Now()
 	if out, _, err := cluster.script(context.Background(), nil, append([]string{"load-images"}, ic.images...)...); err != nil {
@@ -702,7 +719,7 @@ func (l *load) finish(t *testing.T, what string) {
 		})
 		if err != nil {
 			lost++
-			t.Errorf("%s: replica %s does not serve the last acknowledged value %d: %v", what, p.Name, last, err)
+			l.ic.errorf(t, "%s: replica %s does not serve the last acknowledged value %d: %v", what, p.Name, last, err)
 		}
 	}
 	t.Logf("installedchart: %s: %d pushes (%d not acknowledged), %d queries through the aggregator, %d non-200, %d backwards values, last value on %d of %d replicas; first failures: %v",
@@ -712,10 +729,10 @@ func (l *load) finish(t *testing.T, what string) {
 	// keeps the aggregator's reads on one replica, and a stopping replica
 	// flushes its forwards before it stops serving reads.
 	if n := l.non200.Load(); n > 0 {
-		t.Errorf("%s: %d of %d queries through the aggregator were not a 200 (goal: 0)", what, n, l.reads.Load())
+		l.ic.errorf(t, "%s: %d of %d queries through the aggregator were not a 200 (goal: 0): %v", what, n, l.reads.Load(), l.failures)
 	}
 	if n := l.backwards.Load(); n > 0 {
-		t.Errorf("%s: %d reads through the aggregator showed an older value than an earlier read (goal: 0): %v", what, n, l.failures)
+		l.ic.errorf(t, "%s: %d reads through the aggregator showed an older value than an earlier read (goal: 0): %v", what, n, l.failures)
 	}
 }
 

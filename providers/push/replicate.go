@@ -59,6 +59,11 @@ const ReplicatePath = "/replicate"
 // ReplicaHeader carries the id of the replica that answers.
 const ReplicaHeader = "X-Metricscale-Replica"
 
+// JoinHeader, on a copy request (GET ReplicatePath), is the push address
+// of the replica that copies: the peer forwards to it from before the copy
+// on, without waiting for its own list (DNS, cached for seconds) to name it.
+const JoinHeader = "X-Metricscale-Join"
+
 // Defaults of the replication; see Replicator's fields.
 const (
 	DefaultMaxQueuedSeries = 50_000
@@ -76,6 +81,9 @@ const (
 	maxBackoff      = 5 * time.Second
 	refreshInterval = 5 * time.Second
 	maxSnapshots    = 2
+	// joinGrace keeps a peer that joined while the peer list does not name
+	// it yet (DNS answers are cached: CoreDNS's cache is 30 s by default).
+	joinGrace = time.Minute
 )
 
 // Source reads the local store in batches (for full copies).
@@ -89,6 +97,10 @@ type Replicator struct {
 	BootstrapWait time.Duration
 	// HoldMax bounds a push's hold (Handler.Hold).
 	HoldMax time.Duration
+	// Advertise is this replica's push address (host:port) as the peers
+	// list it, sent when it copies a peer's store (JoinHeader); "" sends
+	// none.
+	Advertise string
 
 	id     uint64
 	peers  Peers
@@ -110,6 +122,7 @@ type Replicator struct {
 	bootNote string
 
 	snapshots chan struct{}
+	ctx       context.Context // Start's, for the senders of joined peers
 }
 
 // waiter is a push whose hold is released once every peer stored it.
@@ -191,6 +204,9 @@ func (r *Replicator) observe(samples []providers.Sample) {
 // copies the peers' state (Ready reports when done); it runs until ctx is
 // done.
 func (r *Replicator) Start(ctx context.Context) {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
 	r.refresh(ctx)
 	go func() {
 		t := time.NewTicker(refreshInterval)
@@ -229,8 +245,13 @@ func (r *Replicator) refresh(ctx context.Context) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.now()
 	for addr, p := range r.byAddr {
-		if !want[addr] {
+		switch {
+		case want[addr]:
+			p.joined = time.Time{} // listed now: a peer like the others
+		case !p.joined.IsZero() && now.Sub(p.joined) < joinGrace:
+		default:
 			klog.InfoS("Push peer gone; its queue is dropped", "peer", addr, "queued", len(p.pending))
 			close(p.stop)
 			delete(r.byAddr, addr)
@@ -238,12 +259,39 @@ func (r *Replicator) refresh(ctx context.Context) {
 	}
 	for addr := range want {
 		if r.byAddr[addr] == nil {
-			p := &peer{r: r, addr: addr, pending: map[string]entry{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-			r.byAddr[addr] = p
-			go p.run(ctx)
+			r.addPeerLocked(ctx, addr)
 		}
 	}
 	r.checkWaitersLocked()
+}
+
+func (r *Replicator) addPeerLocked(ctx context.Context, addr string) *peer {
+	p := &peer{r: r, addr: addr, pending: map[string]entry{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	r.byAddr[addr] = p
+	go p.run(ctx)
+	return p
+}
+
+// join makes the replica id at addr a peer before this replica copies its
+// store to it: every push queued from now on goes to it as well, and the
+// copy holds every one stored before. The copy is the full copy a new id
+// asks for, so none is queued.
+func (r *Replicator) join(addr string, id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil || id == r.id {
+		return
+	}
+	p := r.byAddr[addr]
+	if p == nil {
+		p = r.addPeerLocked(r.ctx, addr)
+		p.joined = r.now()
+		klog.InfoS("Push peer joined before the peer list names it", "peer", addr)
+	}
+	if p.self {
+		return
+	}
+	p.id = id
 }
 
 // Enqueue queues stamped samples for every peer; release, if not nil, is
@@ -436,9 +484,10 @@ type peer struct {
 	acked    uint64 // every push up to it is stored by the peer
 	fullGen  uint64 // asks for a full copy while fullGen > fullDone
 	fullDone uint64
-	down     bool   // the last attempt failed
-	self     bool   // the address is this replica
-	id       uint64 // the peer's replica id, 0 until it answered
+	down     bool      // the last attempt failed
+	self     bool      // the address is this replica
+	id       uint64    // the peer's replica id, 0 until it answered
+	joined   time.Time // joined (JoinHeader) and not yet listed
 }
 
 func (p *peer) enqueueLocked(samples []providers.Sample, keys []string, seq uint64) {
@@ -868,6 +917,9 @@ func (r *Replicator) copyFrom(ctx context.Context, addr string) (int, bool, erro
 	}
 	req.Header.Set("Authorization", "Bearer "+r.token)
 	req.Header.Set(ReplicaHeader, strconv.FormatUint(r.id, 10))
+	if r.Advertise != "" {
+		req.Header.Set(JoinHeader, r.Advertise)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return 0, false, err
@@ -964,6 +1016,14 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Retry-After", "1")
 			h.fail(w, req, http.StatusTooManyRequests, "too many copies at once (at most %d): retry later", maxSnapshots)
 			return
+		}
+		if addr := req.Header.Get(JoinHeader); addr != "" {
+			from, _ := strconv.ParseUint(req.Header.Get(ReplicaHeader), 10, 64)
+			if _, _, err := net.SplitHostPort(addr); err != nil || from == 0 {
+				h.fail(w, req, http.StatusBadRequest, "%s %q: want host:port, with %s", JoinHeader, addr, ReplicaHeader)
+				return
+			}
+			r.join(addr, from) // before the copy is read: nothing falls between
 		}
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)

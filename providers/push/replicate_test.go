@@ -623,3 +623,78 @@ func TestFlushHandsOverForwardedValues(t *testing.T) {
 		t.Errorf("after A's Flush, B serves %v (present %v), want 9", got, ok)
 	}
 }
+
+// TestJoinBeforeThePeerListNamesIt: a new replica that copies a peer's
+// store is forwarded that peer's later pushes at once, although the
+// peer's own list (DNS, cached) does not name it yet; the peer keeps it
+// through joinGrace and drops it after, if no list ever names it.
+func TestJoinBeforeThePeerListNamesIt(t *testing.T) {
+	t.Parallel()
+	a := newReplica(t) // lists no peer: its DNS answer is stale
+	a.start()
+	a.push("q 1\n")
+	n := newReplica(t)
+	n.r.Advertise = n.addr()
+	n.peers.set(a.addr())
+	n.start()
+	eventually(t, "N ready", func() bool { return n.r.Ready() == nil })
+	if got := values(n.store)["q map[]"]; got != 1 {
+		t.Fatalf("N copied q=%v, want 1", got)
+	}
+	a.push("q 2\n")
+	eventually(t, "A's push after the copy reaches N", func() bool { return values(n.store)["q map[]"] == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.r.Flush(ctx); err != nil {
+		t.Fatalf("A's flush: %v", err)
+	}
+	a.r.refresh(ctx) // the list still does not name N
+	known := func() bool {
+		a.r.mu.Lock()
+		defer a.r.mu.Unlock()
+		return a.r.byAddr[n.addr()] != nil
+	}
+	if !known() {
+		t.Fatal("A dropped the joined N at its next refresh")
+	}
+	a.r.mu.Lock()
+	a.r.now = func() time.Time { return time.Now().Add(joinGrace + time.Second) }
+	a.r.mu.Unlock()
+	a.r.refresh(ctx)
+	if known() {
+		t.Error("A keeps a joined peer that no list named within joinGrace")
+	}
+}
+
+// TestJoinNeedsAnAddressAndAnID: a join header that is not host:port, or
+// comes without the replica id, is a 400 and joins nothing.
+func TestJoinNeedsAnAddressAndAnID(t *testing.T) {
+	t.Parallel()
+	a := newReplica(t)
+	a.start()
+	for _, tc := range []struct{ join, id string }{
+		{"not-an-address", "7"},
+		{"10.0.0.9:6445", ""},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+ReplicatePath, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set(JoinHeader, tc.join)
+		if tc.id != "" {
+			req.Header.Set(ReplicaHeader, tc.id)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), JoinHeader) {
+			t.Errorf("join %q id %q: %d %s; want 400 naming %s", tc.join, tc.id, resp.StatusCode, msg, JoinHeader)
+		}
+	}
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	if len(a.r.byAddr) != 0 {
+		t.Errorf("peers after refused joins: %d, want 0", len(a.r.byAddr))
+	}
+}
