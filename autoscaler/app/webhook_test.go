@@ -2,20 +2,17 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/metricscale/metricscale/autoscaler/admission"
-	"github.com/metricscale/metricscale/certs"
+	"github.com/metricscale/metricscale/certs/certstest"
 	"github.com/metricscale/metricscale/hack/freeport"
 )
 
@@ -56,18 +53,7 @@ func TestWebhookFlags(t *testing.T) {
 // admission.Path only.
 func TestServeWebhook(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca, caPair, err := certs.NewCA("webhook-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Issue("webhook", certs.Serving, []string{"127.0.0.1"}, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pair.Write(dir, "tls"); err != nil {
-		t.Fatal(err)
-	}
+	dir, caPEM := certstest.Serving(t, "127.0.0.1")
 	port := freeport.For(t)
 	w := WebhookOptions{BindAddress: "127.0.0.1", Port: port, CertDir: dir}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,9 +61,7 @@ func TestServeWebhook(t *testing.T) {
 	if err := w.serveWebhook(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPair.CertPEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	client := certstest.Client(t, caPEM)
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
 	body := `{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u1",
   "kind": {"group": "autoscaling.metricscale.dev", "version": "v1alpha1", "kind": "MetricAutoscaler"},

@@ -3,7 +3,6 @@ package secureserve
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,12 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
-	"github.com/metricscale/metricscale/certs"
+	"github.com/metricscale/metricscale/certs/certstest"
 	"github.com/metricscale/metricscale/hack/freeport"
 )
 
@@ -142,18 +140,7 @@ func TestListenRefusesBadAddresses(t *testing.T) {
 // without credentials.
 func TestListenAnonymous(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca, caPair, err := certs.NewCA("test-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Issue("webhook", certs.Serving, []string{"127.0.0.1"}, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pair.Write(dir, "tls"); err != nil {
-		t.Fatal(err)
-	}
+	dir, caPEM := certstest.Serving(t, "127.0.0.1")
 	addr := "127.0.0.1:" + strconv.Itoa(freeport.For(t))
 	srv, err := Options{Flag: "--webhook-port", BindAddress: addr, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), Anonymous: true}.Listen("test")
 	if err != nil {
@@ -167,11 +154,7 @@ func TestListenAnonymous(t *testing.T) {
 	if err := srv.Serve(ctx, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })); err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPair.CertPEM) {
-		t.Fatal("CA not parsed")
-	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	client := certstest.Client(t, caPEM)
 	resp, err := client.Get("https://" + addr + "/validate")
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,28 @@ var (
 	helmAnnotations = []string{"helm.sh/resource-policy"}
 )
 
+// compareObjects fails t for each object only one side has and each that
+// differs once Helm's own labels are stripped.
+func compareObjects(t *testing.T, want, got map[string]object) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		stripHelm(g)
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("only the chart renders %s", k)
+		}
+	}
+}
+
 // stripHelm removes helmOwn from the object's own metadata (not from pod
 // templates, which carry none).
 func stripHelm(o object) {
@@ -244,22 +266,7 @@ func TestMetricsAPIMatchesKustomize(t *testing.T) {
 	if len(want) != len(got) {
 		t.Errorf("kustomize makes %d objects, the chart %d", len(want), len(got))
 	}
-	for k, w := range want {
-		g, ok := got[k]
-		if !ok {
-			t.Errorf("the chart lacks %s", k)
-			continue
-		}
-		stripHelm(g)
-		if d := cmp.Diff(w, g); d != "" {
-			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("only the chart renders %s", k)
-		}
-	}
+	compareObjects(t, want, got)
 }
 
 // TestRecordMatchesKustomize: autoscaler.record.enabled (without the
@@ -284,20 +291,5 @@ func TestRecordMatchesKustomize(t *testing.T) {
 			t.Errorf("kustomize build manifests/record has no %s", k)
 		}
 	}
-	for k, w := range want {
-		g, ok := got[k]
-		if !ok {
-			t.Errorf("the chart lacks %s", k)
-			continue
-		}
-		stripHelm(g)
-		if d := cmp.Diff(w, g); d != "" {
-			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("only the chart renders %s", k)
-		}
-	}
+	compareObjects(t, want, got)
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -213,20 +212,5 @@ func TestWebhookMatchesKustomize(t *testing.T) {
 		t.Errorf("the chart's caBundle %v, want certs.provided.caBundle", hook["caBundle"])
 	}
 	delete(hook, "caBundle")
-	for k, w := range want {
-		g, ok := got[k]
-		if !ok {
-			t.Errorf("the chart lacks %s", k)
-			continue
-		}
-		stripHelm(g)
-		if d := cmp.Diff(w, g); d != "" {
-			t.Errorf("%s differs (-kustomize +chart):\n%s", k, d)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("only the chart renders %s", k)
-		}
-	}
+	compareObjects(t, want, got)
 }
