@@ -28,7 +28,7 @@ import (
 
 	"github.com/metricscale/metricscale/autoscaler/admission"
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
-	"github.com/metricscale/metricscale/certs"
+	"github.com/metricscale/metricscale/certs/certstest"
 	"github.com/metricscale/metricscale/hack/freeport"
 )
 
@@ -49,18 +49,7 @@ func TestAdmissionWebhook(t *testing.T) {
 	}
 
 	// The serving certificate, for 127.0.0.1, and its CA as caBundle.
-	certDir := t.TempDir()
-	ca, caPair, err := certs.NewCA("metricscale-e2e-webhook-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.Issue("metricscale-autoscaler-webhook", certs.Serving, []string{"127.0.0.1"}, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serving.Write(certDir, "tls"); err != nil {
-		t.Fatal(err)
-	}
+	certDir, caPEM := certstest.Serving(t, "127.0.0.1")
 
 	port := freeport.For(t)
 	cmd := exec.Command(autoscalerBinary(t),
@@ -112,7 +101,7 @@ func TestAdmissionWebhook(t *testing.T) {
 			Name: "metricautoscalers.autoscaling.metricscale.dev",
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{
 				URL:      ptr.To("https://" + addr + admission.Path),
-				CABundle: caPair.CertPEM,
+				CABundle: caPEM,
 			},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
