@@ -14,16 +14,9 @@ import (
 func TestExtensions(t *testing.T) {
 	t.Parallel()
 	path := field.NewPath("spec")
-	for _, family := range []struct {
-		name  string
-		cases []validationtest.Invalid
-		valid map[string]any
-	}{
-		{"schedules", validationtest.InvalidSchedules(), validationtest.ScheduleSpec(nil)},
-		{"formula", validationtest.InvalidFormulas(), validationtest.FormulaSpec(nil)},
-	} {
-		for _, tc := range family.cases {
-			t.Run(family.name+"/"+tc.Name, func(t *testing.T) {
+	for _, family := range validationtest.Families() {
+		for _, tc := range family.Cases {
+			t.Run(family.Name+"/"+tc.Name, func(t *testing.T) {
 				t.Parallel()
 				errs := MetricAutoscaler(decodeSpec(t, tc.Spec), path)
 				if len(errs) != 1 || errs[0].Field != tc.Field {
@@ -31,8 +24,8 @@ func TestExtensions(t *testing.T) {
 				}
 			})
 		}
-		if errs := MetricAutoscaler(decodeSpec(t, family.valid), path); len(errs) > 0 {
-			t.Errorf("valid %s rejected: %v", family.name, errs)
+		if errs := MetricAutoscaler(decodeSpec(t, family.Valid), path); len(errs) > 0 {
+			t.Errorf("valid %s rejected: %v", family.Name, errs)
 		}
 	}
 }

@@ -16,19 +16,12 @@ import (
 func TestCRDValidatesExtensions(t *testing.T) {
 	t.Parallel()
 	v := loadCRD(t)
-	for _, family := range []struct {
-		name  string
-		cases []validationtest.Invalid
-		valid map[string]any
-	}{
-		{"schedules", validationtest.InvalidSchedules(), validationtest.ScheduleSpec(nil)},
-		{"formula", validationtest.InvalidFormulas(), validationtest.FormulaSpec(nil)},
-	} {
-		for _, tc := range family.cases {
+	for _, family := range validationtest.Families() {
+		for _, tc := range family.Cases {
 			errs := v.validate(t, tc.Spec)
 			if !tc.CRD {
 				if len(errs) > 0 {
-					t.Errorf("%s/%s: the CRD rejects it (%v): move it to the CRD's cases", family.name, tc.Name, errs.ToAggregate())
+					t.Errorf("%s/%s: the CRD rejects it (%v): move it to the CRD's cases", family.Name, tc.Name, errs.ToAggregate())
 				}
 				continue
 			}
@@ -44,17 +37,17 @@ func TestCRDValidatesExtensions(t *testing.T) {
 					continue
 				}
 				if f := index.ReplaceAllString(e.Field, ""); f == "spec" || !strings.HasPrefix(want, f) {
-					t.Errorf("%s/%s: error %v, want errors at %s only", family.name, tc.Name, e, tc.Field)
+					t.Errorf("%s/%s: error %v, want errors at %s only", family.Name, tc.Name, e, tc.Field)
 					continue
 				}
 				at++
 			}
 			if at == 0 {
-				t.Errorf("%s/%s: errors %v, want one at %s", family.name, tc.Name, errs.ToAggregate(), tc.Field)
+				t.Errorf("%s/%s: errors %v, want one at %s", family.Name, tc.Name, errs.ToAggregate(), tc.Field)
 			}
 		}
-		if errs := v.validate(t, family.valid); len(errs) > 0 {
-			t.Errorf("valid %s rejected: %v", family.name, errs.ToAggregate())
+		if errs := v.validate(t, family.Valid); len(errs) > 0 {
+			t.Errorf("valid %s rejected: %v", family.Name, errs.ToAggregate())
 		}
 	}
 }

@@ -75,3 +75,20 @@ func deepCopy(v map[string]any) map[string]any {
 	_ = json.Unmarshal(data, &out)
 	return out
 }
+
+// Family is one extension of the spec with its table of invalid specs and
+// a valid one.
+type Family struct {
+	Name  string
+	Cases []Invalid
+	Valid map[string]any
+}
+
+// Families are the extensions whose tables both the CRD's test and the
+// validation's test run (spec.schedules, spec.formula).
+func Families() []Family {
+	return []Family{
+		{"schedules", InvalidSchedules(), ScheduleSpec(nil)},
+		{"formula", InvalidFormulas(), FormulaSpec(nil)},
+	}
+}
