@@ -498,8 +498,8 @@ func (ic *installedChart) tryPush(ctx context.Context, body string) error {
 
 // push pushes body through the push Service, retrying for up to 30 s: kube-
 // proxy programs a new Service's rules a moment after its endpoints are
-// ready (a push then is refused, or reaches an address the rules of an
-// earlier run still name). The loads that count failures use tryPush.
+// ready, and a push before that is refused. The loads that count failures
+// use tryPush.
 func (ic *installedChart) push(t *testing.T, body string) {
 	t.Helper()
 	start := time.Now()
