@@ -67,6 +67,10 @@ func TestParseArgs(t *testing.T) {
 			check: func(o Options) bool { return o.RealNode && o.Explicit("real-node") }},
 		{name: "image archives", args: []string{"load-images", "a.tar", "--dir", "/d", "b/c.tar"}, verb: "load-images",
 			rest: []string{"a.tar", "b/c.tar"}, check: func(o Options) bool { return o.Dir == "/d" && !o.RealNode }},
+		{name: "build modules", args: []string{"build", "prometheus-adapter", "--dir", "/d", "etcd"}, verb: "build",
+			rest: []string{"prometheus-adapter", "etcd"}, check: func(o Options) bool { return !o.ForUp }},
+		{name: "build for up", args: []string{"build", "--for-up", "--real-node"}, verb: "build",
+			check: func(o Options) bool { return o.ForUp && o.RealNode }},
 		{name: "change feed", args: []string{"restart-autoscaler", "--change-feed-url", "none"}, verb: "restart-autoscaler",
 			check: func(o Options) bool { return o.ChangeFeedURL == "none" }},
 		{name: "help flag", args: []string{"up", "--help"}, verb: "help"},
@@ -658,5 +662,63 @@ func TestKubeModulesAreNotReused(t *testing.T) {
 		if want := m.name == "kubernetes" || m.name == "kubernetes-node"; m.kube != want {
 			t.Errorf("module %s: kube %v, want %v", m.name, m.kube, want)
 		}
+	}
+}
+
+// TestBuildLocksEachModule: a build waits only for a build of the same module, so
+// that .ci/run's build of prometheus-adapter does not hold up the suite's up.
+func TestBuildLocksEachModule(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, false, Options{})
+	// clusterutil's binary as a finished build leaves it: Build has nothing to do.
+	src := filepath.Join(c.RepoRoot, "hack", "cluster", "build", "clusterutil")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module clusterutil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stamp, err := moduleStamp(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(c.Bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Bin, "clusterutil"), []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Bin, ".clusterutil.stamp"), []byte(stamp+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hold := func(name string) {
+		unlock, err := lockFile(context.Background(), filepath.Join(c.CacheDir, ".build-"+name+".lock"), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(unlock)
+	}
+
+	hold("prometheus-adapter") // another module's build runs
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Build(ctx, "clusterutil"); err != nil {
+		t.Fatalf("build clusterutil while prometheus-adapter builds: %v", err)
+	}
+
+	hold("clusterutil") // the same module's build runs: Build waits for it
+	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := c.Build(ctx, "clusterutil"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("build clusterutil while another build of it runs: %v, want it to wait until the context ends", err)
+	}
+}
+
+func TestBuildRefusesAnUnknownModule(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, false, Options{})
+	err := c.Build(context.Background(), "etcd", "prometheus")
+	if err == nil || !strings.Contains(err.Error(), `unknown build module "prometheus"`) || !strings.Contains(err.Error(), "prometheus-adapter") {
+		t.Fatalf("error %v, want one naming the unknown module and the valid ones", err)
 	}
 }

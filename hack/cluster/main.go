@@ -97,7 +97,16 @@ func (c *Cluster) Run(ctx context.Context, verb string, args []string) error {
 	case "build":
 		c.upStart = time.Now()
 		c.phaseBegin("build binaries (cache: " + c.Bin + ")")
-		if err := c.Build(ctx, c.buildModules()...); err != nil {
+		names := c.buildModules()
+		switch {
+		case c.ForUp && len(args) > 0:
+			return errors.New("build: give --for-up or module names, not both")
+		case c.ForUp:
+			names = c.neededModules()
+		case len(args) > 0:
+			names = args
+		}
+		if err := c.Build(ctx, names...); err != nil {
 			return err
 		}
 		c.phaseEnd("build")

@@ -29,7 +29,8 @@ const Usage = `hack/cluster.sh — a local Kubernetes control plane for metricsc
   hack/cluster.sh status [--dir DIR]
   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
   hack/cluster.sh kubectl [--dir DIR] ARGS   # kubectl against the cluster
-  hack/cluster.sh build                      # only build (or check) the cached binaries
+  hack/cluster.sh build [MODULE...]          # only build (or check) the cached binaries
+  hack/cluster.sh build --for-up [UP FLAGS]  # only what up with those flags runs
   hack/cluster.sh load-images FILE...        # import image archives into the real node's containerd
   hack/cluster.sh restart-autoscaler [--change-feed-url URL|none]
                                              # stop (if running) and start the autoscaler again
@@ -44,7 +45,10 @@ const Usage = `hack/cluster.sh — a local Kubernetes control plane for metricsc
 and metrics-server once (Go modules under hack/cluster/build, cached in
 ~/.cache/metricscale/<kubernetes version>/bin), then runs them on 127.0.0.1 with a
 generated PKI, fake kwok nodes and metrics.k8s.io. It builds only what it runs: 'build'
-also builds prometheus-adapter v0.12 (for the parity e2e and the adapter benchmark).
+also builds prometheus-adapter v0.12 (for the parity and federation e2e and the adapter
+benchmark); 'build MODULE...' builds those modules of hack/cluster/build only, and
+'build --for-up' what up with the same flags runs. Builds of different modules run side
+by side; a second build of one module waits for the first and finds its binaries.
 Unless --kubernetes-only, it also builds and runs the metricscale adapter and autoscaler
 from the working tree (the autoscaler with --hpa-objects when kube-controller-manager runs
 without its HPA controller; --separate-hpa-controller runs the HPA controller alone in a
@@ -122,6 +126,8 @@ type Options struct {
 	KEDA          bool
 	Purge         bool
 	ChangeFeedURL string // "" for the adapter's feed, "none" for no feed
+	// ForUp: build builds only what up with the same flags runs (build --for-up).
+	ForUp bool
 
 	// explicit holds the flags given on the command line, to compare with a running cluster.
 	explicit map[string]bool
@@ -166,7 +172,7 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 	for len(args) > 0 {
 		arg := args[0]
 		// kubectl takes every argument but --dir; NAME of the *-backend verbs is positional.
-		passthrough := (inv.Verb == "kubectl" || inv.Verb == "load-images" || strings.HasSuffix(inv.Verb, "-backend")) && !strings.HasPrefix(arg, "--") ||
+		passthrough := (inv.Verb == "kubectl" || inv.Verb == "load-images" || inv.Verb == "build" || strings.HasSuffix(inv.Verb, "-backend")) && !strings.HasPrefix(arg, "--") ||
 			inv.Verb == "kubectl" && arg != "--dir" && !strings.HasPrefix(arg, "--dir=")
 		if passthrough {
 			inv.Args = append(inv.Args, arg)
@@ -234,6 +240,8 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 			o.KEDA, err = true, noValue()
 		case "--purge":
 			o.Purge, err = true, noValue()
+		case "--for-up":
+			o.ForUp, err = true, noValue()
 		case "-h", "--help":
 			inv.Verb = "help"
 		default:

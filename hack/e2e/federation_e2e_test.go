@@ -69,10 +69,7 @@ type remoteAdapter struct {
 // presents with a TokenReview and its RBAC with a SubjectAccessReview.
 func newRemoteAdapter(t *testing.T) *remoteAdapter {
 	t.Helper()
-	bin := filepath.Join(filepath.Dir(cluster.KubectlBin), "prometheus-adapter")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("prometheus-adapter is not built (hack/cluster.sh build builds it): %v", err)
-	}
+	bin := cluster.PrometheusAdapter(t)
 	dir := t.TempDir()
 	ca := clusterCA(t)
 	serving, err := ca.Issue("prometheus-adapter-federated", certs.Serving, []string{"127.0.0.1", "localhost"}, nil, 2*time.Hour)

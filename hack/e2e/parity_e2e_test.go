@@ -36,10 +36,7 @@ const parityPort = 6447
 func TestPrometheusAdapterParity(t *testing.T) {
 	cluster.RequirePrometheus(t)
 	ctx := context.Background()
-	bin := filepath.Join(filepath.Dir(cluster.KubectlBin), "prometheus-adapter")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("prometheus-adapter is not built (hack/cluster.sh build builds it): %v", err)
-	}
+	bin := cluster.PrometheusAdapter(t)
 	rulesFile := writeParityRules(t)
 	dir := t.TempDir()
 	pctx, stop := context.WithCancel(ctx)
