@@ -50,10 +50,14 @@ e2e-keda:
 # list, one side after the other (hack/README.md). It brings up the cluster it
 # needs when none runs (KEDA, the HPA controller alone, its sync period 15s);
 # a cluster started otherwise fails it with a message saying so.
+# KEDA_API_QPS=N departs from KEDA's defaults: up --keda-api-qps N (its client
+# rate limit N, burst 2N, 20 ScaledObject reconciles; kedacore/keda#3810).
 N ?= 100
+KEDA_API_QPS ?=
 BENCH_KEDA_UP_ARGS ?= --keda --separate-hpa-controller --hpa-sync-period 15s --nodes 3 --backends redis --no-record --no-pod-stages
 bench-keda:
-	METRICSCALE_BENCH_N=$(N) METRICSCALE_E2E_UP_ARGS="$(BENCH_KEDA_UP_ARGS)" \
+	METRICSCALE_BENCH_N=$(N) METRICSCALE_BENCH_KEDA_API_QPS=$(KEDA_API_QPS) \
+	  METRICSCALE_E2E_UP_ARGS="$(BENCH_KEDA_UP_ARGS)$(if $(KEDA_API_QPS), --keda-api-qps $(KEDA_API_QPS))" \
 	  $(GO) test -count=1 -tags 'e2e keda kedabench' -timeout 90m -v -run '^TestKEDABenchmark$$' ./hack/e2e/
 
 # The race detector on the config reload's concurrency: the registry's atomic

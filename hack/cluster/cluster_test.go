@@ -111,7 +111,7 @@ func TestStateRoundTrip(t *testing.T) {
 		Version: "v1.37.2", Nodes: "2", HPASyncPeriod: "5s", HPAController: HPASeparate, KubernetesOnly: "false",
 		Prometheus: "true", Backends: []string{"beta", "alpha"}, Record: "true", PodStages: "false",
 		Components: []string{"etcd", "kube-apiserver"}, StartedAt: "2026-11-27T00:00:00Z", RepoRoot: "/work/a b's/c,d",
-		RealNode: "true", NodeIP: "192.0.2.2",
+		RealNode: "true", NodeIP: "192.0.2.2", KEDAAPIQPS: "200",
 	}
 	data := want.Marshal()
 	// The line the e2e suite reads, quoted as bash's printf %q quotes.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -190,6 +191,11 @@ func (c *Cluster) Status(ctx context.Context) error {
 	if st.RealNode == "true" {
 		stages += "; real node " + RealNodeName + " at " + st.NodeIP
 	}
+	if st.KEDAAPIQPS != "" {
+		if q, err := strconv.Atoi(st.KEDAAPIQPS); err == nil {
+			stages += "; KEDA: " + KEDARaisedLimits(q)
+		}
+	}
 	c.logf("%smetricscale local cluster%s — kubernetes %s, state folder %s", c.bold, c.reset, orDefault(st.Version, "?"), c.Dir)
 	c.logf("started %s from %s; nodes: %s; HPA controller: %s; Prometheus: %s%s", orDefault(st.StartedAt, "?"), orDefault(st.RepoRoot, "?"),
 		orDefault(st.Nodes, "?"), hpaControllerMode(orDefault(st.HPAController, HPAOn), orDefault(st.HPASyncPeriod, "?")), prom, stages)
@@ -282,6 +288,10 @@ func (c *Cluster) Env() ([]EnvVar, error) {
 	}
 	if c.Alive("keda-metrics-server") {
 		env = append(env, EnvVar{"METRICSCALE_KEDA_METRICS_SERVER_URL", KEDAMetricsServerURL()})
+	}
+	if stErr == nil && st.KEDAAPIQPS != "" && contains(st.Components, "keda-operator") {
+		// KEDA runs with raised limits (up --keda-api-qps): results must say so.
+		env = append(env, EnvVar{"METRICSCALE_KEDA_API_QPS", st.KEDAAPIQPS})
 	}
 	if c.Alive("metricscale-adapter") {
 		token, err := os.ReadFile(filepath.Join(c.Dir, "push-token"))

@@ -31,6 +31,11 @@ const (
 	// KEDAMetricsServerMetricsPort is the metrics server's own /metrics: KEDA binds it on
 	// every interface (its --port takes no address).
 	KEDAMetricsServerMetricsPort = 6464
+
+	// kedaRaisedMaxReconciles is the operator's concurrent ScaledObject reconciles with
+	// --keda-api-qps (KEDA's default: 5): the value KEDA's maintainers suggest trying first
+	// at scale (kedacore/keda#6063); with 5 workers a raised rate limit is not used up.
+	kedaRaisedMaxReconciles = 20
 )
 
 func withKEDA(c *Cluster) bool { return c.KEDA }
@@ -51,22 +56,49 @@ func kedaEnv(c *Cluster) []string {
 	}
 }
 
+// kedaOperatorEnv adds the operator's reconcile concurrency with --keda-api-qps.
+func kedaOperatorEnv(c *Cluster) []string {
+	env := kedaEnv(c)
+	if c.KEDAAPIQPS > 0 {
+		env = append(env, "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES="+strconv.Itoa(kedaRaisedMaxReconciles))
+	}
+	return env
+}
+
+// kedaRateFlags is the client rate limit both KEDA processes take (the same flag names in
+// v2.21.0's cmd/operator and cmd/adapter); none at KEDA's defaults (20 and 30).
+func kedaRateFlags(c *Cluster) []string {
+	if c.KEDAAPIQPS <= 0 {
+		return nil
+	}
+	return flags("kube-api-qps", strconv.Itoa(c.KEDAAPIQPS), "kube-api-burst", strconv.Itoa(kedaBurst(c.KEDAAPIQPS)))
+}
+
+// kedaBurst is 2N: room for a reconcile's requests in a row, as KEDA's 30 is to its 20.
+func kedaBurst(qps int) int { return 2 * qps }
+
+// KEDARaisedLimits says what up --keda-api-qps qps sets, for status and results.
+func KEDARaisedLimits(qps int) string {
+	return fmt.Sprintf("--kube-api-qps %d --kube-api-burst %d, KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES=%d (KEDA's defaults: 20, 30, 5)",
+		qps, kedaBurst(qps), kedaRaisedMaxReconciles)
+}
+
 // kedaComponents are KEDA's processes, in start order: the metrics server reads the
 // operator's metrics service.
 func kedaComponents() []*Component {
 	return []*Component{{
 		Name: "keda-operator", Ports: []int{KEDAOperatorMetricsPort, KEDAOperatorHealthPort, KEDAOperatorGRPCPort},
-		Enabled: withKEDA, Binary: cached("keda-operator"), Env: kedaEnv,
+		Enabled: withKEDA, Binary: cached("keda-operator"), Env: kedaOperatorEnv,
 		Args: func(c *Cluster) []string {
 			// Certificates from files: no rotation, so it neither writes Secret kedaorg-certs
 			// nor patches an APIService or a webhook configuration.
-			return flags("leader-elect", "false",
+			return append(flags("leader-elect", "false",
 				"metrics-bind-address", "127.0.0.1:"+strconv.Itoa(KEDAOperatorMetricsPort),
 				"health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(KEDAOperatorHealthPort),
 				"metrics-service-bind-address", "127.0.0.1:"+strconv.Itoa(KEDAOperatorGRPCPort),
 				"enable-cert-rotation", "false", "enable-webhook-patching", "false", "enable-apiservice-patching", "false",
 				"cert-dir", c.kedaCertDir(), "ca-dir", filepath.Join(c.Dir, "keda", "ca"),
-				"zap-log-level", "info", "zap-encoder", "console", "zap-time-encoding", "rfc3339")
+				"zap-log-level", "info", "zap-encoder", "console", "zap-time-encoding", "rfc3339"), kedaRateFlags(c)...)
 		},
 		Health:       probeURL(local(KEDAOperatorHealthPort, "/healthz"), plainHTTP),
 		Ready:        probeURL(local(KEDAOperatorHealthPort, "/readyz"), plainHTTP),
@@ -77,12 +109,12 @@ func kedaComponents() []*Component {
 		Args: func(c *Cluster) []string {
 			kc := filepath.Join(c.Dir, "kubeconfigs", kedaSA+".kubeconfig")
 			certs := c.kedaCertDir()
-			return flags("secure-port", strconv.Itoa(KEDAMetricsServerPort), "bind-address", "127.0.0.1",
+			return append(flags("secure-port", strconv.Itoa(KEDAMetricsServerPort), "bind-address", "127.0.0.1",
 				"cert-dir", certs, "tls-cert-file", filepath.Join(certs, "tls.crt"), "tls-private-key-file", filepath.Join(certs, "tls.key"),
 				"lister-kubeconfig", kc, "authentication-kubeconfig", kc, "authorization-kubeconfig", kc,
 				"metrics-service-address", "127.0.0.1:"+strconv.Itoa(KEDAOperatorGRPCPort),
 				"port", strconv.Itoa(KEDAMetricsServerMetricsPort),
-				"zap-log-level", "info", "zap-encoder", "console", "zap-time-encoding", "rfc3339")
+				"zap-log-level", "info", "zap-encoder", "console", "zap-time-encoding", "rfc3339"), kedaRateFlags(c)...)
 		},
 		Health:       probeURL(secure(KEDAMetricsServerPort, "/healthz"), insecureTLS),
 		Ready:        probeURL(secure(KEDAMetricsServerPort, "/readyz"), insecureTLS),
@@ -216,6 +248,8 @@ func (c *Cluster) RestartKEDAMetricsServer(ctx context.Context, during func(cont
 	if !contains(st.Components, "keda-metrics-server") {
 		return fmt.Errorf("the cluster in %s runs no KEDA (hack/cluster.sh up --keda)", c.Dir)
 	}
+	// The restarted process keeps the rate limit up gave it.
+	c.KEDAAPIQPS, _ = strconv.Atoi(st.KEDAAPIQPS)
 	if c.Alive("keda-metrics-server") {
 		if err := c.stop("keda-metrics-server"); err != nil {
 			return err
@@ -229,4 +263,12 @@ func (c *Cluster) RestartKEDAMetricsServer(ctx context.Context, during func(cont
 		return err
 	}
 	return duringErr
+}
+
+// kedaAPIQPSState is --keda-api-qps as the state file keeps it: empty when unset.
+func kedaAPIQPSState(o Options) string {
+	if o.KEDAAPIQPS <= 0 || !o.KEDA {
+		return ""
+	}
+	return strconv.Itoa(o.KEDAAPIQPS)
 }

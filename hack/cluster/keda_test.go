@@ -154,3 +154,80 @@ func TestKEDAAdapterConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestKEDAAPIQPS: up --keda-api-qps N raises both processes' client rate limit and the
+// operator's reconciles, keeps it in the state for env and a restart; unset leaves KEDA's
+// defaults (no flag, no variable); a bad value is refused naming the flag.
+func TestKEDAAPIQPS(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		args      []string
+		wantArgs  []string // in both processes' args
+		wantEnv   string   // in the operator's env; "" for none of KEDA_SCALEDOBJECT_*
+		wantState string
+		err       string
+	}{
+		{name: "unset: KEDA's defaults", args: []string{"up", "--keda"}},
+		{name: "200", args: []string{"up", "--keda", "--keda-api-qps", "200"},
+			wantArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400"},
+			wantEnv:  "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES=20", wantState: "200"},
+		{name: "with =", args: []string{"up", "--keda-api-qps=50", "--keda"},
+			wantArgs: []string{"--kube-api-qps=50", "--kube-api-burst=100"},
+			wantEnv:  "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES=20", wantState: "50"},
+		{name: "zero", args: []string{"up", "--keda", "--keda-api-qps", "0"}, err: "--keda-api-qps must be a positive integer up to 100000, not '0'"},
+		{name: "not a number", args: []string{"up", "--keda", "--keda-api-qps", "fast"}, err: "--keda-api-qps must be a positive integer"},
+		{name: "fraction", args: []string{"up", "--keda", "--keda-api-qps", "20.5"}, err: "--keda-api-qps must be a positive integer"},
+		{name: "too large", args: []string{"up", "--keda", "--keda-api-qps", "100001"}, err: "--keda-api-qps must be a positive integer up to 100000"},
+		{name: "missing value", args: []string{"up", "--keda", "--keda-api-qps"}, err: "--keda-api-qps needs a value"},
+		{name: "without --keda", args: []string{"up", "--keda-api-qps", "200"}, err: "--keda-api-qps needs --keda"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inv, err := ParseArgs(tt.args, func(string) string { return "" }, "/cache/cluster", "/work")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := inv.Options.Explicit("keda-api-qps"); got != (tt.wantState != "") {
+				t.Errorf("Explicit(keda-api-qps) = %v", got)
+			}
+			c := newTestCluster(t, true, inv.Options)
+			for _, name := range []string{"keda-operator", "keda-metrics-server"} {
+				args := c.component(name).Args(c)
+				var rate []string
+				for _, a := range args {
+					if strings.HasPrefix(a, "--kube-api-") {
+						rate = append(rate, a)
+					}
+				}
+				if !slices.Equal(rate, tt.wantArgs) {
+					t.Errorf("%s: rate flags %q, want %q", name, rate, tt.wantArgs)
+				}
+			}
+			var reconciles []string
+			for _, e := range c.component("keda-operator").Env(c) {
+				if strings.HasPrefix(e, "KEDA_SCALEDOBJECT_") {
+					reconciles = append(reconciles, e)
+				}
+			}
+			if want := slices.DeleteFunc([]string{tt.wantEnv}, func(s string) bool { return s == "" }); !slices.Equal(reconciles, want) {
+				t.Errorf("operator env %q, want %q", reconciles, want)
+			}
+			if ms := strings.Join(c.component("keda-metrics-server").Env(c), " "); strings.Contains(ms, "KEDA_SCALEDOBJECT_") {
+				t.Errorf("metrics server env: %s", ms)
+			}
+			// Kept in the state file, as env and the metrics server's restart read it.
+			st, err := ParseState((&State{KEDAAPIQPS: kedaAPIQPSState(inv.Options)}).Marshal())
+			if err != nil || st.KEDAAPIQPS != tt.wantState {
+				t.Errorf("state KEDAAPIQPS %q (%v), want %q", st.KEDAAPIQPS, err, tt.wantState)
+			}
+		})
+	}
+}

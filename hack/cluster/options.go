@@ -12,6 +12,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -24,7 +25,8 @@ const Usage = `hack/cluster.sh — a local Kubernetes control plane for metricsc
 
   hack/cluster.sh up [--nodes N] [--hpa-sync-period 15s] [--no-hpa-controller | --separate-hpa-controller]
                      [--kubernetes-only] [--no-prometheus] [--no-backends | --backends NAME,...]
-                     [--no-record] [--no-pod-stages] [--real-node] [--keda] [--dir DIR]
+                     [--no-record] [--no-pod-stages] [--real-node] [--keda [--keda-api-qps N]]
+                     [--dir DIR]
   hack/cluster.sh down [--purge] [--dir DIR]
   hack/cluster.sh status [--dir DIR]
   hack/cluster.sh env [--dir DIR]            # eval "$(hack/cluster.sh env)"
@@ -81,6 +83,11 @@ its provider keda (hack/keda-adapter-config.yaml) forwards KEDA's metric names (
 there, once metricscale's ServiceAccount may read it: kubectl apply -f
 manifests/federation/remote-rbac.yaml (not applied by up: TestFederation checks the refusal
 without it).
+--keda-api-qps N (with --keda) departs from KEDA's defaults for benchmarks with many
+ScaledObjects: both KEDA processes get --kube-api-qps N --kube-api-burst 2N (KEDA: 20 and
+30) and the operator KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES=20 (KEDA: 5), the settings KEDA
+documents for throttling at scale (kedacore/keda#3810: status PATCHes waiting on the
+client's rate limit). Without it KEDA runs at its defaults.
 Unless --no-prometheus, it also runs Prometheus (Debian's package, installed with apt-get
 when missing) scraping hack/exporter every second: series set by the tests and cAdvisor
 series of the pods on the fake nodes; the adapter then runs with hack/adapter-config.yaml
@@ -123,7 +130,10 @@ type Options struct {
 	RealNode bool
 	// KEDA runs KEDA's operator and metrics server, unregistered, behind the adapter's
 	// provider keda (--keda).
-	KEDA          bool
+	KEDA bool
+	// KEDAAPIQPS, when not 0, raises KEDA's client rate limit and ScaledObject reconciles
+	// (--keda-api-qps); 0 is KEDA's defaults.
+	KEDAAPIQPS    int
 	Purge         bool
 	ChangeFeedURL string // "" for the adapter's feed, "none" for no feed
 	// ForUp: build builds only what up with the same flags runs (build --for-up).
@@ -149,6 +159,9 @@ type Invocation struct {
 	Args    []string
 }
 
+// maxKEDAAPIQPS bounds --keda-api-qps.
+const maxKEDAAPIQPS = 100000
+
 var (
 	positiveInt = regexp.MustCompile(`^[1-9][0-9]*$`)
 	shortPeriod = regexp.MustCompile(`^[0-9]+(ms|s|m)$`)
@@ -168,7 +181,7 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 	}
 	o := DefaultOptions(dir)
 	o.explicit = map[string]bool{}
-	nodes := "1"
+	nodes, kedaQPS := "1", ""
 	for len(args) > 0 {
 		arg := args[0]
 		// kubectl takes every argument but --dir; NAME of the *-backend verbs is positional.
@@ -238,6 +251,8 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 			o.RealNode, err = true, noValue()
 		case "--keda":
 			o.KEDA, err = true, noValue()
+		case "--keda-api-qps":
+			kedaQPS, err = needValue()
 		case "--purge":
 			o.Purge, err = true, noValue()
 		case "--for-up":
@@ -260,6 +275,15 @@ func ParseArgs(args []string, getenv func(string) string, defaultDir, cwd string
 	o.Nodes, _ = strconv.Atoi(nodes)
 	if !shortPeriod.MatchString(o.HPASyncPeriod) {
 		return inv, fmt.Errorf("--hpa-sync-period must be a duration such as 5s or 1m, not '%s'", o.HPASyncPeriod)
+	}
+	if kedaQPS != "" {
+		// The cap keeps the burst, 2N, far from overflowing.
+		if o.KEDAAPIQPS, _ = strconv.Atoi(kedaQPS); !positiveInt.MatchString(kedaQPS) || o.KEDAAPIQPS > maxKEDAAPIQPS {
+			return inv, fmt.Errorf("--keda-api-qps must be a positive integer up to %d, not '%s'", maxKEDAAPIQPS, kedaQPS)
+		}
+		if !o.KEDA {
+			return inv, errors.New("--keda-api-qps needs --keda")
+		}
 	}
 	if !filepath.IsAbs(o.Dir) {
 		o.Dir = filepath.Join(cwd, o.Dir)

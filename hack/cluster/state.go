@@ -26,6 +26,7 @@ type State struct {
 	RepoRoot       string
 	RealNode       string // "true" with the real node (older files: empty)
 	NodeIP         string // the real node's address
+	KEDAAPIQPS     string // up --keda-api-qps; empty at KEDA's defaults
 }
 
 // stateKeys lists the file's keys in their order, with the field each one is.
@@ -51,6 +52,7 @@ func (s *State) fields() []struct {
 		{"STATE_REPO_ROOT", &s.RepoRoot},
 		{"STATE_REAL_NODE", &s.RealNode},
 		{"STATE_NODE_IP", &s.NodeIP},
+		{"STATE_KEDA_API_QPS", &s.KEDAAPIQPS},
 	}
 }
 

@@ -123,6 +123,9 @@ func (c *Cluster) upAlreadyRunning() error {
 	if o.Explicit("keda") && !contains(st.Components, "keda-operator") {
 		differs = append(differs, "it runs no KEDA")
 	}
+	if o.Explicit("keda-api-qps") && st.KEDAAPIQPS != kedaAPIQPSState(o) {
+		differs = append(differs, fmt.Sprintf("its KEDA runs with --keda-api-qps %s", orDefault(st.KEDAAPIQPS, "unset (KEDA's defaults)")))
+	}
 	if o.Explicit("backends") {
 		for _, b := range o.BackendNames {
 			if !contains(st.Backends, b) {
@@ -283,7 +286,7 @@ func (c *Cluster) upPKI(ctx context.Context) error {
 		Prometheus: strconv.FormatBool(c.Prometheus), Backends: c.running, Record: strconv.FormatBool(c.Record),
 		PodStages: strconv.FormatBool(c.PodStages), Components: c.selected(),
 		StartedAt: time.Now().UTC().Format("2006-01-02T15:04:05Z"), RepoRoot: c.RepoRoot,
-		RealNode: strconv.FormatBool(c.RealNode), NodeIP: c.NodeIP,
+		RealNode: strconv.FormatBool(c.RealNode), NodeIP: c.NodeIP, KEDAAPIQPS: kedaAPIQPSState(c.Options),
 	})
 }
 

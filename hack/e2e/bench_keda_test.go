@@ -125,6 +125,12 @@ func TestKEDABenchmark(t *testing.T) {
 	if cluster.HPASyncPeriod != 15*time.Second {
 		t.Fatalf("the cluster's HPA sync period is %s; the defaults measured are 15s (hack/cluster.sh down first)", cluster.HPASyncPeriod)
 	}
+	// make bench-keda always sets it (empty: KEDA's defaults); a running cluster must match.
+	if v, ok := os.LookupEnv("METRICSCALE_BENCH_KEDA_API_QPS"); ok {
+		if want, _ := strconv.Atoi(v); want != cluster.KEDAAPIQPS {
+			t.Fatalf("the cluster's KEDA runs with --keda-api-qps %d (0: KEDA's defaults), not KEDA_API_QPS=%q (hack/cluster.sh down first)", cluster.KEDAAPIQPS, v)
+		}
+	}
 	if cluster.PrometheusURL == "" {
 		t.Fatal("the local cluster runs without Prometheus, so its adapter runs without a config and no redis provider")
 	}
@@ -218,6 +224,11 @@ func (b *kedaBench) kedaSide(t *testing.T, addr, password string) *kbSide {
 		procs:    []string{"keda-operator", "keda-metrics-server", kcmHPA},
 		defaults: "defaults: HPA sync 15s, pollingInterval 30s",
 		fast:     "fast: HPA sync 1s, pollingInterval 1",
+	}
+	if q := cluster.KEDAAPIQPS; q > 0 {
+		// Not KEDA's defaults: every row of the side says so.
+		s.defaults += "; --keda-api-qps " + strconv.Itoa(q)
+		s.fast += "; --keda-api-qps " + strconv.Itoa(q)
 	}
 	s.decided = func(t *testing.T) (int, int) {
 		body, err := adminGet(kcmHPAAddr + "/metrics")
@@ -892,7 +903,11 @@ func addBenchMetric(t *testing.T) {
 func printKEDABenchmark(n, rounds int, results []kbResult, took time.Duration) {
 	fmt.Printf("\n%d objects a side, each on its own Redis list (%d items, then +%d a round: +2 replicas at %d a pod; min %d, max %d); %d rounds a setting, pushes spread over %s; run took %s\n",
 		n, kbBaseline, kbBurst, kbPerPod, kbMin, kbMax, rounds, kbSpread, took.Round(time.Second))
-	fmt.Printf("%-14s %-44s %8s %8s %8s %8s %7s %9s %9s %9s %9s %9s %9s %9s\n", "side", "setting", "scaled", "p50 s", "p99 s", "max s",
+	w := 44 // the setting's column: wider with --keda-api-qps
+	for _, r := range results {
+		w = max(w, len(r.setting))
+	}
+	fmt.Printf("%-14s %-*s %8s %8s %8s %8s %7s %9s %9s %9s %9s %9s %9s %9s\n", "side", w, "setting", "scaled", "p50 s", "p99 s", "max s",
 		"missed", "dec/s", "CPU s/1k", "RSS MiB", "KiB/obj", "redis/s", "API/dec", "own/dec")
 	for _, r := range results {
 		lat := slices.Clone(r.reactions)
@@ -905,9 +920,12 @@ func printKEDABenchmark(n, rounds int, results []kbResult, took time.Duration) {
 			rss, perObj = fmt.Sprintf("%.0f", float64(r.rssKiB)/1024), fmt.Sprintf("%.1f", float64(r.rssDeltaKiB)/float64(n))
 		}
 		net := r.apiAll - r.idleAPIPerSecond*r.window.Seconds()
-		fmt.Printf("%-14s %-44s %8d %8s %8s %8s %7d %9.1f %9.3f %9s %9s %9.1f %9.2f %9.2f\n", r.side, r.setting,
+		fmt.Printf("%-14s %-*s %8d %8s %8s %8s %7d %9.1f %9.3f %9s %9s %9.1f %9.2f %9.2f\n", r.side, w, r.setting,
 			len(r.reactions), p50, p99, mx, r.missed, float64(r.decisions)/r.window.Seconds(), r.cpu/float64(r.decisions)*1000,
 			rss, perObj, float64(r.redisCmds)/r.window.Seconds(), net/float64(r.decisions), r.apiOwn/float64(r.decisions))
+	}
+	if q := cluster.KEDAAPIQPS; q > 0 {
+		fmt.Printf("KEDA ran with raised limits, not its defaults (hack/cluster.sh up --keda-api-qps %d): %s.\n", q, localcluster.KEDARaisedLimits(q))
 	}
 	fmt.Printf("scaled: bursts whose Deployment was scaled up (of %d a setting; missed: not within the round's limit). Reaction: from just before the LPUSH to the watch event of the Deployment's new spec.replicas.\n", n*rounds)
 	fmt.Printf("dec/s: decisions a second (kube-controller-manager-hpa's reconciles of KEDA's HPAs; metricscale-autoscaler's MetricAutoscaler reconciles). CPU s/1k: CPU seconds of the side's processes per 1,000 decisions, over the rounds. RSS MiB: the side's processes after the default rounds; KiB/obj: their RSS growth from before the objects existed, per object.\n")

@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,6 +96,10 @@ type Cluster struct {
 	// RealNode is the real (kubelet) node's name, hack/cluster's RealNodeName; empty
 	// when the cluster runs without it (up without --real-node).
 	RealNode string
+
+	// KEDAAPIQPS is hack/cluster.sh up --keda-api-qps: KEDA runs with raised client rate
+	// limits and reconciles; 0 at KEDA's defaults (or without KEDA).
+	KEDAAPIQPS int
 
 	// PushURL and PushToken reach the metricscale adapter's push endpoint; empty
 	// when the adapter does not run.
@@ -199,6 +204,7 @@ func SetupCluster(ctx context.Context) (*Cluster, error) {
 	}
 	c.PodStages = env["METRICSCALE_POD_STAGES"] != "false"
 	c.RealNode = env["METRICSCALE_REAL_NODE"]
+	c.KEDAAPIQPS, _ = strconv.Atoi(env["METRICSCALE_KEDA_API_QPS"])
 	c.PushURL = env["METRICSCALE_PUSH_URL"]
 	c.PushToken = env["METRICSCALE_PUSH_TOKEN"]
 	c.PrometheusURL = env["METRICSCALE_PROMETHEUS_URL"]
