@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -125,10 +126,14 @@ func TestRedisChangeFeed(t *testing.T) {
 		v, _ := metricValue(adapterMetricsText(t, adapter), name, match)
 		return v
 	}
-	polled := adapterValue("metricscale_adapter_feed_polled_metrics", map[string]string{"provider": "redis"})
-	if polled < 1 {
-		t.Errorf("metricscale_adapter_feed_polled_metrics{provider=redis} = %v while an autoscaler reads %s", polled, b.metric)
-	}
+	// The Deployment starts at the MetricAutoscaler's size, so the wait above can
+	// end before the autoscaler's first sync subscribed to the metric (a cold CI
+	// run, its unit tests beside the suite, read 0 here): wait for the poll.
+	Eventually(t, 30*time.Second, 250*time.Millisecond, "the adapter to poll "+b.metric+" for the autoscaler's subscription",
+		func(context.Context) (bool, string, error) {
+			polled := adapterValue("metricscale_adapter_feed_polled_metrics", map[string]string{"provider": "redis"})
+			return polled >= 1, fmt.Sprintf("metricscale_adapter_feed_polled_metrics{provider=redis} = %v", polled), nil
+		})
 	readsBefore := adapterValue("metricscale_adapter_feed_poll_reads_total", map[string]string{"provider": "redis"})
 	began := time.Now()
 
