@@ -85,15 +85,9 @@ func TestParseArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			inv, err := ParseArgs(tt.args, getenv(tt.env), def.Dir, "/work")
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want one with %q", err, tt.err)
-				}
+			inv, ok := parseArgsWant(t, tt.args, getenv(tt.env), def.Dir, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if inv.Verb != tt.verb || !slices.Equal(inv.Args, tt.rest) {
 				t.Errorf("verb %q args %q, want %q %q", inv.Verb, inv.Args, tt.verb, tt.rest)
@@ -103,6 +97,23 @@ func TestParseArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseArgsWant runs ParseArgs and checks its error against wantErr (a part of
+// the message; "" for none); ok is false when there is no Invocation to check.
+func parseArgsWant(t *testing.T, args []string, getenv func(string) string, defaultDir, wantErr string) (inv Invocation, ok bool) {
+	t.Helper()
+	inv, err := ParseArgs(args, getenv, defaultDir, "/work")
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one with %q", err, wantErr)
+		}
+		return inv, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv, true
 }
 
 func TestStateRoundTrip(t *testing.T) {

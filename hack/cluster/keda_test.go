@@ -185,15 +185,9 @@ func TestKEDAAPIQPS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			inv, err := ParseArgs(tt.args, func(string) string { return "" }, "/cache/cluster", "/work")
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want one with %q", err, tt.err)
-				}
+			inv, ok := parseArgsWant(t, tt.args, func(string) string { return "" }, "/cache/cluster", tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := inv.Options.Explicit("keda-api-qps"); got != (tt.wantState != "") {
 				t.Errorf("Explicit(keda-api-qps) = %v", got)
