@@ -88,7 +88,8 @@ func TestActivation(t *testing.T) {
 	pushed := time.Now()
 	waitReplicas(t, ns, "worker", 3, 30*time.Second)
 	t.Logf("activated: 0 → 3 replicas %s after the push", time.Since(pushed).Round(100*time.Millisecond))
-	m = maAfterScale(t, ns, 3)
+	waitMAStatus(t, ns, "worker", 3)
+	m = mustGetMA(t, ns)
 	if s := m.Status.ScaleToZero; !s.Active || s.LastActiveTime == nil {
 		t.Errorf("status.scaleToZero %+v after activation, want active with lastActiveTime", s)
 	}
@@ -148,7 +149,8 @@ func TestActivation(t *testing.T) {
 		t.Error(early)
 	}
 	t.Logf("to zero %s after the stored last activity (cooldown %s)", zeroAt.Sub(last.Time).Round(100*time.Millisecond), cooldown)
-	m = maAfterScale(t, ns, 0)
+	waitMAStatus(t, ns, "worker", 0)
+	m = mustGetMA(t, ns)
 	if s := m.Status.ScaleToZero; s.Active || s.LastActiveTime == nil || !s.LastActiveTime.Equal(last) {
 		t.Errorf("status.scaleToZero %+v after the restart and cooldown, want inactive, last active still %s", s, last.UTC().Format(time.RFC3339))
 	}
@@ -212,22 +214,6 @@ func (q *pushedQueue) keepPushing() (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
-}
-
-// maAfterScale returns the MetricAutoscaler once its status is the one of the
-// decision that scaled the worker to desired: the autoscaler writes the status
-// after the scale, so a read right after the scale can get the one before (a
-// warm CI run did, the unit tests compiling beside it).
-func maAfterScale(t *testing.T, ns string, desired int32) *v1alpha1.MetricAutoscaler {
-	t.Helper()
-	Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("status.desiredReplicas %d", desired), func(ctx context.Context) (bool, string, error) {
-		m, err := getMA(ctx, ns, "worker")
-		if err != nil {
-			return false, "", err
-		}
-		return m.Status.DesiredReplicas == desired, fmt.Sprintf("status.desiredReplicas %d", m.Status.DesiredReplicas), nil
-	})
-	return mustGetMA(t, ns)
 }
 
 func mustGetMA(t *testing.T, ns string) *v1alpha1.MetricAutoscaler {

@@ -95,6 +95,21 @@ func createMA(t *testing.T, ma *v1alpha1.MetricAutoscaler) {
 	}
 }
 
+// waitMAStatus waits until the MetricAutoscaler's status is the one of the
+// decision that scaled its target to desired: the autoscaler writes the status
+// after the scale, so a read right after the scale can get the one before (a
+// warm CI run did, the unit tests compiling beside the suite).
+func waitMAStatus(t *testing.T, ns, name string, desired int32) {
+	t.Helper()
+	Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("%s/%s status.desiredReplicas %d", ns, name, desired), func(ctx context.Context) (bool, string, error) {
+		m, err := getMA(ctx, ns, name)
+		if err != nil {
+			return false, "", err
+		}
+		return m.Status.DesiredReplicas == desired, fmt.Sprintf("status.desiredReplicas %d", m.Status.DesiredReplicas), nil
+	})
+}
+
 func getMA(ctx context.Context, ns, name string) (*v1alpha1.MetricAutoscaler, error) {
 	u, err := cluster.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -65,6 +65,7 @@ func TestFormulaScalesOnTwoQueues(t *testing.T) {
 	orders.publish(ctx, t, 15)
 	waitReplicas(t, ns, "worker", 5, 60*time.Second)
 	t.Logf("20 jobs and 15 orders: 5 replicas, %s after the publish", time.Since(start).Round(100*time.Millisecond))
+	waitMAStatus(t, ns, "worker", 5)
 	m, err := getMA(ctx, ns, "worker")
 	if err != nil {
 		t.Fatal(err)
