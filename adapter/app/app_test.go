@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metricscale/metricscale/adapter/internal/fakekube"
 	"github.com/metricscale/metricscale/adapter/internal/testenv"
 )
 
@@ -258,6 +259,28 @@ stale_metric{namespace="default",queue="old"} 3 %d
 		}
 		if code, _, _ := testenv.Push(ctx, a.PushURL, "", "text/plain", []byte("x 1")); code != 401 {
 			t.Errorf("anonymous push: %d, want 401", code)
+		}
+	})
+
+	t.Run("one SubjectAccessReview for a reader of every metric", func(t *testing.T) {
+		// A grant of every metric: one review answers the group-wide
+		// question, cached for the reads of other metrics after it.
+		getJSON(t, hpa, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth", 200, nil)
+		before := a.Fake.AccessReviews.Load()
+		for i := range 5 {
+			getJSON(t, hpa, fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/unknown_%d", i), 404, nil)
+		}
+		if n := a.Fake.AccessReviews.Load() - before; n != 0 {
+			t.Errorf("reading 5 more metrics sent %d SubjectAccessReviews, want 0 (the group-wide answer is cached)", n)
+		}
+		// A grant of one metric: answered per metric, as before.
+		a.Fake.AddToken("one-metric-token", fakekube.User{Name: "one-metric-reader"})
+		a.Fake.Allow("one-metric-reader", "list", "external.metrics.k8s.io", "queue_depth")
+		one := a.NewClient(a.SecurePort, "one-metric-token", nil)
+		getJSON(t, one, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth", 200, nil)
+		body := getJSON(t, one, "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/requests_per_second", 403, nil)
+		if !strings.Contains(body, "one-metric-reader") || !strings.Contains(body, "requests_per_second") {
+			t.Errorf("403 does not name the user and the metric: %s", body)
 		}
 	})
 

@@ -103,7 +103,7 @@ type reloader struct {
 	wg sync.WaitGroup // runners and drains
 
 	// watchEvents counts the watch's events per file name, and watchReady
-	// is closed once the watch is set up (tests).
+	// is closed once the watch is set up and its start reload done (tests).
 	eventsMu    sync.Mutex
 	watchEvents map[string]int
 	watchReady  chan struct{}
@@ -583,9 +583,11 @@ func (r *reloader) watch(ctx context.Context) {
 	debounce.Stop()
 	defer debounce.Stop()
 	klog.InfoS("Watching the config for changes", "config", r.file, "directory", dir, "checkInterval", r.checkInterval)
-	close(r.watchReady)
 	// The file may have changed between its first read and the watch.
 	r.reloadFile("start")
+	// After the start reload: a test that writes once this is closed must
+	// not see that reload pick up its write (a second reload for one burst).
+	close(r.watchReady)
 	for {
 		select {
 		case <-ctx.Done():

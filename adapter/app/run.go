@@ -18,10 +18,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
 	"k8s.io/utils/clock"
 	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
+	"github.com/metricscale/metricscale/adapter/authz"
 	"github.com/metricscale/metricscale/adapter/changehub"
 	"github.com/metricscale/metricscale/adapter/config"
 	"github.com/metricscale/metricscale/adapter/objects"
@@ -236,6 +239,11 @@ func (o *Options) configureServer(reg *registry.Registry, changeFeed bool) error
 		authn = cacheCertAuth(authn, gc.Authentication.RequestHeaderConfig, o.Authentication.CacheTTL)
 	}
 	gc.Authentication.Authenticator = restrictAnonymous(authn, healthPaths)
+	// One SubjectAccessReview per reader and cache period for a reader
+	// granted every metric, not one per metric read.
+	if gc.Authorization.Authorizer != nil {
+		gc.Authorization.Authorizer = authz.GroupWide(gc.Authorization.Authorizer, custom_metrics.GroupName, external_metrics.GroupName)
+	}
 	buildChain := gc.BuildHandlerChainFunc
 	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
 		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)

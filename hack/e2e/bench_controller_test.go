@@ -453,22 +453,6 @@ func saveHeapProfiles(t *testing.T, procs ...*proc) {
 	}
 }
 
-func saveProfile(t *testing.T, url, path string) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Errorf("profile %s: %v", path, err)
-		return
-	}
-	body, err := adminGetTimeout(url, 10*time.Minute)
-	if err == nil {
-		err = os.WriteFile(path, []byte(body), 0o644)
-	}
-	if err != nil {
-		t.Errorf("profile %s: %v", path, err)
-		return
-	}
-	t.Logf("saved %s", path)
-}
-
 // histogram returns a histogram's _sum and _count over the series whose
 // labels contain match.
 func histogram(body, name, match string) (float64, int) {

@@ -241,3 +241,20 @@ func create(t *testing.T, n int, each func(i int) error) {
 		t.Fatal(err)
 	}
 }
+
+// saveProfile saves the profile at url (a /debug/pprof URL) as path.
+func saveProfile(t *testing.T, url, path string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Errorf("profile %s: %v", path, err)
+		return
+	}
+	body, err := adminGetTimeout(url, 10*time.Minute)
+	if err == nil {
+		err = os.WriteFile(path, []byte(body), 0o644)
+	}
+	if err != nil {
+		t.Errorf("profile %s: %v", path, err)
+		return
+	}
+	t.Logf("saved %s", path)
+}

@@ -499,6 +499,8 @@ func (b *kedaBench) measure(t *testing.T, s *kbSide, setting string, scales *sca
 	for i := range burst {
 		burst[i] = "job"
 	}
+	profiles := b.saveProfiles(t, s, setting)
+	defer profiles.Wait()
 	for r := range b.rounds {
 		before := *level
 		want := before + int32(kbBurst/kbPerPod)
@@ -586,6 +588,24 @@ func (b *kedaBench) measure(t *testing.T, s *kbSide, setting string, scales *sca
 		t.Errorf("%s (%s): only %d of its %d decisions succeeded", s.name, setting, res.ok, res.decisions)
 	}
 	return res
+}
+
+// saveProfiles, with METRICSCALE_BENCH_PROFILES=DIR, saves CPU profiles of
+// our side's processes over its first round (the bursts' spread and 10 s
+// more) as DIR/NAME-SETTING.cpu.pprof; KEDA's side serves none.
+func (b *kedaBench) saveProfiles(t *testing.T, s *kbSide, setting string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	dir := os.Getenv("METRICSCALE_BENCH_PROFILES")
+	if dir == "" || s.prefix != kbOursPrefix {
+		return &wg
+	}
+	name, _, _ := strings.Cut(setting, ":")
+	seconds := int((kbSpread + 10*time.Second).Seconds())
+	for proc, addr := range map[string]string{"metricscale-autoscaler": oursAddr, "metricscale-adapter": adapterAddr} {
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", addr, seconds)
+		wg.Go(func() { saveProfile(t, url, filepath.Join(dir, fmt.Sprintf("%s-n%d-%s.cpu.pprof", proc, b.n, name))) })
+	}
+	return &wg
 }
 
 // redisStats is Redis' total_commands_processed and the calls per command

@@ -503,22 +503,20 @@ func (ic *installedChart) tryPush(ctx context.Context, body string) error {
 func (ic *installedChart) push(t *testing.T, body string) {
 	t.Helper()
 	start := time.Now()
-	var errs []string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	attempts, first := 0, ""
+	err := Poll(context.Background(), 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, string, error) {
+		attempts++
 		err := ic.tryPush(ctx, body)
-		cancel()
-		if err == nil {
-			break
+		if err != nil && first == "" {
+			first = err.Error()
 		}
-		errs = append(errs, err.Error())
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("push through the push Service: %d attempts in 30s failed: first %s, last %s", len(errs), errs[0], errs[len(errs)-1])
-		}
-		time.Sleep(500 * time.Millisecond)
+		return err == nil, "", err
+	})
+	if err != nil {
+		t.Fatalf("push through the push Service: %d attempts in 30s failed: first %s; %v", attempts, first, err)
 	}
-	if len(errs) > 0 {
-		t.Logf("installedchart: a push through the push Service took %d attempts (%s); first error: %s", len(errs)+1, time.Since(start).Round(100*time.Millisecond), errs[0])
+	if attempts > 1 {
+		t.Logf("installedchart: a push through the push Service took %d attempts (%s); first error: %s", attempts, time.Since(start).Round(100*time.Millisecond), first)
 	}
 }
 

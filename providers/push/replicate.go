@@ -275,11 +275,12 @@ func (r *Replicator) addPeerLocked(ctx context.Context, addr string) *peer {
 // join makes the replica id at addr a peer before this replica copies its
 // store to it: every push queued from now on goes to it as well, and the
 // copy holds every one stored before. The copy is the full copy a new id
-// asks for, so none is queued.
+// asks for, so none is queued. serveReplicate has answered a request of
+// this replica's own id already.
 func (r *Replicator) join(addr string, id uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ctx == nil || id == r.id {
+	if r.ctx == nil {
 		return
 	}
 	p := r.byAddr[addr]
@@ -1003,7 +1004,8 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set(ReplicaHeader, strconv.FormatUint(r.id, 10))
-	if from, _ := strconv.ParseUint(req.Header.Get(ReplicaHeader), 10, 64); from == r.id {
+	from, _ := strconv.ParseUint(req.Header.Get(ReplicaHeader), 10, 64)
+	if from == r.id {
 		w.WriteHeader(http.StatusNoContent) // this replica, through its own peer list
 		return
 	}
@@ -1018,7 +1020,6 @@ func (h *Handler) serveReplicate(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if addr := req.Header.Get(JoinHeader); addr != "" {
-			from, _ := strconv.ParseUint(req.Header.Get(ReplicaHeader), 10, 64)
 			if _, _, err := net.SplitHostPort(addr); err != nil || from == 0 {
 				h.fail(w, req, http.StatusBadRequest, "%s %q: want host:port, with %s", JoinHeader, addr, ReplicaHeader)
 				return
