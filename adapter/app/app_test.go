@@ -310,3 +310,35 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestGroupWideAuthorizationOff: --authorization-group-wide=false asks
+// about every metric read on its own.
+func TestGroupWideAuthorizationOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, err := testenv.Start(ctx, t.TempDir(), "--authorization-group-wide=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	hpa := a.NewClient(a.SecurePort, testenv.HPAToken, nil)
+	before := a.Fake.AccessReviews.Load()
+	for i := range 3 {
+		path := fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/unknown_%d", i)
+		if code, body, err := hpa.Get(ctx, path); err != nil || code != http.StatusNotFound {
+			t.Fatalf("GET %s: %d %s %v, want 404", path, code, body, err)
+		}
+	}
+	if n := a.Fake.AccessReviews.Load() - before; n != 3 {
+		t.Errorf("reading 3 metrics sent %d SubjectAccessReviews, want 3 (one each)", n)
+	}
+	for _, spec := range a.Fake.AccessReviewSpecs() {
+		if ra := spec.ResourceAttributes; ra != nil && ra.Resource == "*" {
+			t.Errorf("asked about resource * with --authorization-group-wide=false: %+v", ra)
+		}
+	}
+}

@@ -63,6 +63,9 @@ type Options struct {
 	// FastPath serves external metric lists ahead of the generic handler
 	// chain (package fastpath).
 	FastPath bool
+	// GroupWideAuthorization asks whether a reader may read every metric
+	// of the group before asking about the one it reads (adapter/authz).
+	GroupWideAuthorization bool
 
 	// Prometheus holds prometheus-adapter's command-line flags, for a
 	// --config that is a prometheus-adapter rules file (package dropin).
@@ -78,16 +81,17 @@ type Options struct {
 // installed in fs.
 func NewOptions(fs *pflag.FlagSet) *Options {
 	o := &Options{
-		ConfigCheckInterval: DefaultConfigCheckInterval,
-		SeriesTTL:           memory.DefaultSeriesTTL,
-		MaxAge:              memory.DefaultMaxAge,
-		PushBindAddress:     "0.0.0.0",
-		PushPort:            6445,
-		PushMaxBodyBytes:    push.DefaultMaxBodyBytes,
-		PushMaxInflight:     push.DefaultMaxInflight,
-		ChangeFeed:          true,
-		ChangeFeedHeartbeat: changehub.DefaultHeartbeat,
-		FastPath:            true,
+		ConfigCheckInterval:    DefaultConfigCheckInterval,
+		SeriesTTL:              memory.DefaultSeriesTTL,
+		MaxAge:                 memory.DefaultMaxAge,
+		PushBindAddress:        "0.0.0.0",
+		PushPort:               6445,
+		PushMaxBodyBytes:       push.DefaultMaxBodyBytes,
+		PushMaxInflight:        push.DefaultMaxInflight,
+		ChangeFeed:             true,
+		ChangeFeedHeartbeat:    changehub.DefaultHeartbeat,
+		FastPath:               true,
+		GroupWideAuthorization: true,
 	}
 	o.Name = "metricscale-adapter"
 	o.FlagSet = fs
@@ -133,6 +137,7 @@ func NewOptions(fs *pflag.FlagSet) *Options {
 	fs.BoolVar(&o.ChangeFeed, "change-feed", o.ChangeFeed, "serve the change feed on the secure port (GET /changes: which pushed series changed, for the autoscaler's --change-feed-url), to clients authorized for the non-resource URL /changes")
 	fs.DurationVar(&o.ChangeFeedHeartbeat, "change-feed-heartbeat", o.ChangeFeedHeartbeat, "interval of the change feed's heartbeats while nothing changes, by which subscribers notice a dead connection")
 	fs.BoolVar(&o.FastPath, "fast-path", o.FastPath, "serve external metric lists (GET, JSON or protobuf) ahead of the generic API server filters, with the same authentication, authorization, answers and metrics; anything else, and every request when audit, tracing, flow control, CORS or HSTS is configured, takes the full chain")
+	fs.BoolVar(&o.GroupWideAuthorization, "authorization-group-wide", o.GroupWideAuthorization, "allow a read of custom or external metrics when the reader may read resource * of the group in every namespace (one cached SubjectAccessReview per reader for all its metrics) before asking about the metric itself; turn off when an authorizer in kube-apiserver denies single metrics to readers it allows resource *")
 	dropin.AddFlags(fs, &o.Prometheus, &ss.DisableHTTP2Serving)
 	logs.AddFlags(fs)
 	return o

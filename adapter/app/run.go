@@ -241,7 +241,7 @@ func (o *Options) configureServer(reg *registry.Registry, changeFeed bool) error
 	gc.Authentication.Authenticator = restrictAnonymous(authn, healthPaths)
 	// One SubjectAccessReview per reader and cache period for a reader
 	// granted every metric, not one per metric read.
-	if gc.Authorization.Authorizer != nil {
+	if o.GroupWideAuthorization && gc.Authorization.Authorizer != nil {
 		gc.Authorization.Authorizer = authz.GroupWide(gc.Authorization.Authorizer, custom_metrics.GroupName, external_metrics.GroupName)
 	}
 	buildChain := gc.BuildHandlerChainFunc
