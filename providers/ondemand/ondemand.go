@@ -190,14 +190,20 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	}
 	out := &external_metrics.ExternalMetricValueList{}
 	ts := metav1.NewTime(r.at)
-	for _, s := range r.series {
+	// Matched through a view: a map per series was most of a query's CPU
+	// (and garbage) when one metric holds many lists and each autoscaler
+	// selects one.
+	view := &seriesView{m: m}
+	for i := range r.series {
+		s := r.series[i]
+		view.s = &r.series[i]
+		if ns, ok := view.Lookup(NamespaceLabel); ok && ns != namespace {
+			continue
+		}
+		if !sel.Matches(view) {
+			continue
+		}
 		lbls := m.seriesLabels(s)
-		if ns, ok := lbls[NamespaceLabel]; ok && ns != namespace {
-			continue
-		}
-		if !sel.Matches(labels.Set(lbls)) {
-			continue
-		}
 		what := func() string { return describe(namespace, sel) }
 		if len(out.Items) >= p.maxItems {
 			return nil, providers.NewTooManyItems(m.Name, what(), p.maxItems)
@@ -289,6 +295,34 @@ func (m *Metric) seriesLabels(s Series) map[string]string {
 		out[NamespaceLabel] = m.Namespace
 	}
 	return out
+}
+
+// seriesView reads a series' served labels (seriesLabels) without making
+// them: the metric's namespace over its static labels over the backend's.
+type seriesView struct {
+	m *Metric
+	s *Series
+}
+
+func (v *seriesView) Lookup(label string) (string, bool) {
+	if label == NamespaceLabel && v.m.Namespace != "" {
+		return v.m.Namespace, true
+	}
+	if val, ok := v.m.Labels[label]; ok {
+		return val, true
+	}
+	val, ok := v.s.Labels[label]
+	return val, ok
+}
+
+func (v *seriesView) Has(label string) bool {
+	_, ok := v.Lookup(label)
+	return ok
+}
+
+func (v *seriesView) Get(label string) string {
+	val, _ := v.Lookup(label)
+	return val
 }
 
 func (p *Provider) record(err error) {

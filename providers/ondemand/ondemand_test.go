@@ -3,6 +3,7 @@ package ondemand
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,5 +345,64 @@ func TestBadValuesRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSeriesView: the view a query matches selectors against reads the
+// labels the query serves (seriesLabels), precedence included.
+func TestSeriesView(t *testing.T) {
+	t.Parallel()
+	s := Series{Labels: map[string]string{"queue": "orders", "vhost": "backend", NamespaceLabel: "b", "empty": ""}}
+	for _, m := range []*Metric{
+		{Name: "plain"},
+		{Name: "static", Labels: map[string]string{"vhost": "main", "tier": "gold"}},
+		{Name: "scoped", Namespace: "a", Labels: map[string]string{NamespaceLabel: "c"}},
+	} {
+		served := m.seriesLabels(s)
+		view := &seriesView{m: m, s: &s}
+		for _, k := range []string{"queue", "vhost", "tier", NamespaceLabel, "empty", "absent"} {
+			want, wantOK := served[k]
+			if got, ok := view.Lookup(k); got != want || ok != wantOK {
+				t.Errorf("%s: Lookup(%q) = %q, %v; served labels have %q, %v", m.Name, k, got, ok, want, wantOK)
+			}
+			if view.Has(k) != wantOK || view.Get(k) != want {
+				t.Errorf("%s: Has/Get(%q) = %v, %q; want %v, %q", m.Name, k, view.Has(k), view.Get(k), wantOK, want)
+			}
+		}
+		for _, sel := range []string{"queue=orders", "vhost=main", "vhost!=main", "tier", "!tier", "empty=", "absent!=x"} {
+			parsed, err := labels.Parse(sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := parsed.Matches(view), parsed.Matches(labels.Set(served)); got != want {
+				t.Errorf("%s: %q matches the view %v, the served labels %v", m.Name, sel, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkSelectOneOfMany: one metric holding many lists (a keyPattern),
+// each autoscaler selecting its own, as in the KEDA benchmark.
+func BenchmarkSelectOneOfMany(b *testing.B) {
+	const n = 1000
+	series := make([]Series, n)
+	for i := range series {
+		series[i] = Series{Labels: map[string]string{"key": fmt.Sprintf("list-%d", i)}, Value: float64(i)}
+	}
+	p, err := New("redis", []Metric{{Name: "depth", Labels: map[string]string{"db": "0"},
+		Read: func(context.Context) ([]Series, error) { return series, nil }}}, Options{CacheTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel, err := labels.Parse("key=list-500")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		list, err := p.GetExternalMetric(context.Background(), "default", sel, info("depth"))
+		if err != nil || len(list.Items) != 1 || list.Items[0].Value.Value() != 500 {
+			b.Fatalf("%v %v", list, err)
+		}
 	}
 }
