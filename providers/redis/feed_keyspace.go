@@ -34,7 +34,8 @@ import (
 //     the feed, from a snapshot the notifications keep current.
 //   - The keys notified within keyspaceWindow are read together: one
 //     pipeline of LLEN/XLEN (and TYPE for a pattern's key, which may be
-//     new, gone, or of another type), merged into the snapshot; the changed
+//     new, gone, or of another type, unless the event says: eventType),
+//     merged into the snapshot; the changed
 //     metrics' series are published as the polling feed's are
 //     (ondemand.Provider.Refresh). A key is read at most once per
 //     feedPollInterval: a notification of a key read less than that ago is
@@ -124,6 +125,7 @@ type keyspaceFeed struct {
 	// what the receiver fills
 	emu       sync.Mutex
 	pending   map[string]map[string]bool // key -> patterns it was notified by ("": its own channel)
+	events    map[string]string          // key -> its last notification's event (lpush, del, ...)
 	overflow  bool
 	confirmed map[sub]bool
 	lostGen   int   // bumped when the connection failed
@@ -179,7 +181,7 @@ func (ks *keyspaceFeed) reset() {
 	ks.snap, ks.established = newSnapshot(), map[string]bool{}
 	ks.mu.Unlock()
 	ks.emu.Lock()
-	ks.pending, ks.overflow, ks.confirmed = map[string]map[string]bool{}, false, map[sub]bool{}
+	ks.pending, ks.events, ks.overflow, ks.confirmed = map[string]map[string]bool{}, map[string]string{}, false, map[sub]bool{}
 	ks.seenLostGen = ks.lostGen
 	ks.emu.Unlock()
 	ks.refs, ks.watched, ks.waiting = map[sub]int{}, map[string]*metricSettings{}, map[string]bool{}
@@ -562,7 +564,7 @@ func (ks *keyspaceFeed) receive(ctx context.Context, ps subscriber, done chan<- 
 		switch m := msg.(type) {
 		case *goredis.Message:
 			keyspaceNotifications.WithLabelValues(ks.p.Name()).Inc()
-			ks.notified(m.Channel, m.Pattern)
+			ks.notified(m.Channel, m.Pattern, m.Payload)
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "psubscribe" {
 				ks.emu.Lock()
@@ -573,8 +575,9 @@ func (ks *keyspaceFeed) receive(ctx context.Context, ps subscriber, done chan<- 
 	}
 }
 
-// notified records a notification of channel (through pattern, if any).
-func (ks *keyspaceFeed) notified(channel, pattern string) {
+// notified records a notification of channel (through pattern, if any)
+// and its event.
+func (ks *keyspaceFeed) notified(channel, pattern, event string) {
 	key, ok := strings.CutPrefix(channel, ks.prefix)
 	if !ok {
 		return
@@ -588,10 +591,12 @@ func (ks *keyspaceFeed) notified(channel, pattern string) {
 	switch pats := ks.pending[key]; {
 	case pats != nil:
 		pats[pattern] = true
+		ks.events[key] = event
 	case len(ks.pending) >= maxPendingKeyspaceKeys:
 		ks.overflow = true
 	default:
 		ks.pending[key] = map[string]bool{pattern: true}
+		ks.events[key] = event
 	}
 	ks.emu.Unlock()
 	select {
@@ -606,8 +611,8 @@ func (ks *keyspaceFeed) notified(channel, pattern string) {
 // again for the keys it put off (0: none).
 func (ks *keyspaceFeed) flush(ctx context.Context) time.Duration {
 	ks.emu.Lock()
-	pending, overflow := ks.pending, ks.overflow
-	ks.pending, ks.overflow = map[string]map[string]bool{}, false
+	pending, events, overflow := ks.pending, ks.events, ks.overflow
+	ks.pending, ks.events, ks.overflow = map[string]map[string]bool{}, map[string]string{}, false
 	ks.emu.Unlock()
 	if overflow {
 		ks.reconcileAll(ctx)
@@ -623,13 +628,13 @@ func (ks *keyspaceFeed) flush(ctx context.Context) time.Duration {
 					cur[p] = true
 				}
 			} else {
-				ks.pending[key] = pats
+				ks.pending[key], ks.events[key] = pats, events[key]
 			}
 		}
 		ks.emu.Unlock()
 	}
 	if len(pending) > 0 {
-		ks.read(ctx, pending, now)
+		ks.read(ctx, pending, events, now)
 	}
 	return next
 }
@@ -661,14 +666,14 @@ func putOff(pending map[string]map[string]bool, lastRead map[string]time.Time, n
 }
 
 // read reads notified keys into the snapshot and publishes what changed.
-func (ks *keyspaceFeed) read(ctx context.Context, pending map[string]map[string]bool, now time.Time) {
+func (ks *keyspaceFeed) read(ctx context.Context, pending map[string]map[string]bool, events map[string]string, now time.Time) {
 	ks.mu.Lock()
 	var est []*metricSettings
 	for name := range ks.established {
 		est = append(est, ks.watched[name])
 	}
 	ks.mu.Unlock()
-	cmds, affected := commandsFor(pending, est)
+	cmds, affected := commandsFor(pending, events, est)
 	if len(cmds) == 0 {
 		return
 	}
@@ -698,14 +703,15 @@ func (ks *keyspaceFeed) read(ctx context.Context, pending map[string]map[string]
 		replies[i].Err = ks.p.redact(replies[i].Err)
 	}
 	ks.mu.Lock()
-	applyReplies(ks.snap, pending, est, cmds, replies, ks.p.settings.maxKeys)
+	applyReplies(ks.snap, pending, events, est, cmds, replies, ks.p.settings.maxKeys)
 	ks.mu.Unlock()
 	ks.p.Refresh(ctx, affected)
 }
 
 // commandsFor are the reads of the notified keys for the metrics keeping
-// them (each command once), and those metrics' names.
-func commandsFor(pending map[string]map[string]bool, metrics []*metricSettings) ([]Command, []string) {
+// them (each command once), and those metrics' names. A pattern's key is
+// asked its TYPE unless its last event says it (eventType).
+func commandsFor(pending map[string]map[string]bool, events map[string]string, metrics []*metricSettings) ([]Command, []string) {
 	byKey, byPattern := map[string][]*metricSettings{}, map[string][]*metricSettings{}
 	for _, m := range metrics {
 		if m.KeyPattern != "" {
@@ -737,7 +743,7 @@ func commandsFor(pending map[string]map[string]bool, metrics []*metricSettings) 
 			for _, m := range ms {
 				hit[m.Name] = true
 				add(Command{Op: m.op(), Key: key})
-				if pat != "" {
+				if _, known := eventType(events[key]); pat != "" && !known {
 					add(Command{Op: OpType, Key: key})
 				}
 			}
@@ -756,8 +762,13 @@ func commandsFor(pending map[string]map[string]bool, metrics []*metricSettings) 
 // when it exists with the pattern's type. A pattern whose keys exceed
 // maxKeys fails as SCAN does, until a full read; one whose SCAN failed
 // stays failed until then.
-func applyReplies(snap *snapshot, pending map[string]map[string]bool, metrics []*metricSettings, cmds []Command, replies []Reply, maxKeys int) {
+func applyReplies(snap *snapshot, pending map[string]map[string]bool, events map[string]string, metrics []*metricSettings, cmds []Command, replies []Reply, maxKeys int) {
 	types := map[string]Reply{}
+	for key, event := range events {
+		if typ, ok := eventType(event); ok {
+			types[key] = Reply{Type: typ}
+		}
+	}
 	for i, c := range cmds {
 		if c.Op == OpType {
 			types[c.Key] = replies[i]
@@ -794,6 +805,23 @@ func applyReplies(snap *snapshot, pending map[string]map[string]bool, metrics []
 		}
 		snap.keys[sc] = keys
 	}
+}
+
+// eventType is the type a key has after a keyspace notification of event,
+// when the event says it: a list or stream command's event (the key exists
+// with that type: a command that empties it sends del after its own), or
+// del, expired, evicted or rename_from ("none"). Other events (rename_to,
+// restore, copy_to, a string command's) say nothing: TYPE asks.
+func eventType(event string) (string, bool) {
+	switch event {
+	case "lpush", "rpush", "lpop", "rpop", "linsert", "lset", "lrem", "ltrim":
+		return "list", true
+	case "xadd", "xtrim", "xdel", "xsetid", "xgroup-create", "xgroup-createconsumer", "xgroup-delconsumer", "xgroup-destroy", "xgroup-setid", "xautoclaim", "xclaim":
+		return "stream", true
+	case "del", "expired", "evicted", "rename_from":
+		return "none", true
+	}
+	return "", false
 }
 
 // establish reads metrics whose subscription was confirmed and serves them

@@ -230,6 +230,33 @@ func TestRealServerKeyspaceFeed(t *testing.T) {
 			t.Errorf("redis_queues{key=%s} = %v (served %v), want 1", k, v, ok)
 		}
 	}
+	// A pattern's key popped empty (lpop, then del) and one deleted leave
+	// its series; the events say so without a TYPE.
+	other := keys[0]
+	if other == "q:after-restart" {
+		other = keys[1]
+	}
+	types := commandCalls(t, srv)["type"]
+	hub.Drain()
+	start = time.Now()
+	must(t, admin.LPop(ctx, "q:after-restart").Err())
+	awaitChange(t, hub, start, "redis_queues", "key", "q:after-restart")
+	hub.Drain()
+	start = time.Now()
+	must(t, admin.Del(ctx, other).Err())
+	awaitChange(t, hub, start, "redis_queues", "key", other)
+	got, err = query(ctx, p, "redis_queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"q:after-restart", other} {
+		if _, ok := got[labels.Set{"key": k}.String()]; ok {
+			t.Errorf("redis_queues{key=%s} still served after the key is gone: %v", k, got)
+		}
+	}
+	if n := commandCalls(t, srv)["type"] - types; n != 0 {
+		t.Errorf("%d TYPE commands for keys whose events said their type", n)
+	}
 }
 
 // TestRealServerKeyspaceIdleCost (b): 100 lists of one keyPattern metric,

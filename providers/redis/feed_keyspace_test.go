@@ -78,7 +78,7 @@ func TestCommandsFor(t *testing.T) {
 		"q:a":   {"q:*": true},
 		"other": {"": true},
 	}
-	cmds, names := commandsFor(pending, ms)
+	cmds, names := commandsFor(pending, nil, ms)
 	want := []Command{{OpLLen, "jobs"}, {OpLLen, "q:a"}, {OpType, "q:a"}, {OpXLen, "q:a"}}
 	if !reflect.DeepEqual(cmds, want) {
 		t.Errorf("commands %v, want %v", cmds, want)
@@ -86,7 +86,7 @@ func TestCommandsFor(t *testing.T) {
 	if wantNames := []string{"again", "one", "orders", "tenants"}; !reflect.DeepEqual(names, wantNames) {
 		t.Errorf("affected %v, want %v", names, wantNames)
 	}
-	if cmds, names := commandsFor(map[string]map[string]bool{"other": {"": true}}, ms); len(cmds) != 0 || len(names) != 0 {
+	if cmds, names := commandsFor(map[string]map[string]bool{"other": {"": true}}, nil, ms); len(cmds) != 0 || len(names) != 0 {
 		t.Errorf("a key no metric keeps: commands %v, affected %v", cmds, names)
 	}
 }
@@ -110,7 +110,7 @@ func TestApplyReplies(t *testing.T) {
 	pending := map[string]map[string]bool{
 		"jobs": {"": true}, "q:a": {"q:*": true}, "q:b": {"q:*": true}, "q:c": {"q:*": true}, "q:h": {"q:*": true}, "b:x": {"b:*": true},
 	}
-	cmds, _ := commandsFor(pending, ms)
+	cmds, _ := commandsFor(pending, nil, ms)
 	replies := make([]Reply, len(cmds))
 	values := map[Command]Reply{
 		{OpLLen, "jobs"}: {N: 7},
@@ -127,7 +127,7 @@ func TestApplyReplies(t *testing.T) {
 		}
 		replies[i] = r
 	}
-	applyReplies(snap, pending, ms, cmds, replies, 10)
+	applyReplies(snap, pending, nil, ms, cmds, replies, 10)
 	keys := slices.Clone(snap.keys[lists])
 	slices.Sort(keys)
 	if want := []string{"q:b", "q:c"}; !reflect.DeepEqual(keys, want) {
@@ -152,13 +152,57 @@ func TestApplyReplies(t *testing.T) {
 	}
 	// one key too many
 	pending = map[string]map[string]bool{"q:d": {"q:*": true}}
-	cmds, _ = commandsFor(pending, ms)
-	applyReplies(snap, pending, ms, cmds, []Reply{{N: 1}, {Type: "list"}}, 2)
+	cmds, _ = commandsFor(pending, nil, ms)
+	applyReplies(snap, pending, nil, ms, cmds, []Reply{{N: 1}, {Type: "list"}}, 2)
 	if err := snap.scanErr[lists]; err == nil || !strings.Contains(err.Error(), "maxKeys") {
 		t.Errorf("beyond maxKeys: err %v, want the maxKeys error", err)
 	}
 	if _, err := ms[1].series(snap); err == nil {
 		t.Error("the pattern beyond maxKeys still serves series")
+	}
+}
+
+// TestKeyspaceEventsSayTheType: a pattern's key whose last event names its
+// type (a list or stream command, or a deletion) is not asked its TYPE, and
+// joins or leaves the pattern's keys on the event; any other event still
+// asks.
+func TestKeyspaceEventsSayTheType(t *testing.T) {
+	t.Parallel()
+	ms := ksMetrics(t, `{"name": "tenants", "type": "listLength", "keyPattern": "q:*"}`)
+	lists := scan{"q:*", "list"}
+	snap := newSnapshot()
+	snap.keys[lists] = []string{"q:gone", "q:renamed", "q:set"}
+	pending := map[string]map[string]bool{
+		"q:new": {"q:*": true}, "q:gone": {"q:*": true}, "q:renamed": {"q:*": true}, "q:set": {"q:*": true},
+	}
+	events := map[string]string{"q:new": "lpush", "q:gone": "del", "q:renamed": "rename_to", "q:set": "set"}
+	cmds, _ := commandsFor(pending, events, ms)
+	want := []Command{{OpLLen, "q:gone"}, {OpLLen, "q:new"}, {OpLLen, "q:renamed"}, {OpType, "q:renamed"}, {OpLLen, "q:set"}, {OpType, "q:set"}}
+	if !reflect.DeepEqual(cmds, want) {
+		t.Fatalf("commands %v, want %v", cmds, want)
+	}
+	values := map[Command]Reply{
+		{OpLLen, "q:gone"}: {N: 0}, {OpLLen, "q:new"}: {N: 20},
+		{OpLLen, "q:renamed"}: {N: 4}, {OpType, "q:renamed"}: {Type: "list"},
+		{OpLLen, "q:set"}: {Err: errBroken}, {OpType, "q:set"}: {Type: "string"},
+	}
+	replies := make([]Reply, len(cmds))
+	for i, c := range cmds {
+		replies[i] = values[c]
+	}
+	applyReplies(snap, pending, events, ms, cmds, replies, 10)
+	keys := slices.Clone(snap.keys[lists])
+	slices.Sort(keys)
+	if want := []string{"q:new", "q:renamed"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("pattern keys %v, want %v", keys, want)
+	}
+	for _, tc := range []struct {
+		event, typ string
+		known      bool
+	}{{"rpush", "list", true}, {"lpop", "list", true}, {"xadd", "stream", true}, {"expired", "none", true}, {"rename_from", "none", true}, {"rename_to", "", false}, {"hset", "", false}, {"", "", false}} {
+		if typ, known := eventType(tc.event); typ != tc.typ || known != tc.known {
+			t.Errorf("eventType(%q) = %q, %v; want %q, %v", tc.event, typ, known, tc.typ, tc.known)
+		}
 	}
 }
 
