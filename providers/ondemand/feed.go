@@ -3,6 +3,7 @@ package ondemand
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,9 +122,18 @@ type feed struct {
 
 // polledMetric is one polled metric.
 type polledMetric struct {
-	queried time.Time          // the last query: the lease runs from it
-	last    map[string]float64 // series (labels key) -> value of the last good reading
-	labels  map[string]map[string]string
+	queried time.Time                // the last query: the lease runs from it
+	series  map[string]*polledSeries // labels key -> the series in the last good reading
+	gen     uint64                   // readings observed
+	keys    seriesKeys
+}
+
+// polledSeries is one series of the last good reading, updated in place:
+// a reading that changes one series of a thousand allocates for that one.
+type polledSeries struct {
+	value  float64
+	labels map[string]string
+	gen    uint64 // the reading that last held it
 }
 
 func newFeed(provider string, sink providers.ChangeSink, cfg Feed, clk clock.PassiveClock) *feed {
@@ -161,8 +171,8 @@ func (f *feed) queried(m *Metric, r reading) {
 		}
 		return
 	}
-	pm := &polledMetric{queried: now}
-	pm.last, pm.labels = snapshot(m, r.series)
+	pm := &polledMetric{queried: now, series: map[string]*polledSeries{}}
+	pm.update(m, r.series)
 	f.polled[m.Name] = pm
 	feedPolledMetrics.WithLabelValues(f.provider).Set(float64(len(f.polled)))
 }
@@ -179,19 +189,7 @@ func (f *feed) observe(m *Metric, series []Series) {
 		f.mu.Unlock()
 		return
 	}
-	cur, labels := snapshot(m, series)
-	var changed []map[string]string
-	for k, v := range cur {
-		if old, ok := pm.last[k]; !ok || !same(old, v) {
-			changed = append(changed, labels[k])
-		}
-	}
-	for k := range pm.last {
-		if _, ok := cur[k]; !ok {
-			changed = append(changed, pm.labels[k])
-		}
-	}
-	pm.last, pm.labels = cur, labels
+	changed := pm.update(m, series)
 	f.mu.Unlock()
 	if len(changed) == 0 {
 		return
@@ -209,16 +207,69 @@ func (f *feed) observe(m *Metric, series []Series) {
 // same compares two readings of a series (NaN equals NaN: both fail).
 func same(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
 
-// snapshot indexes a reading's series by their served labels.
-func snapshot(m *Metric, series []Series) (map[string]float64, map[string]map[string]string) {
-	values := make(map[string]float64, len(series))
-	labels := make(map[string]map[string]string, len(series))
-	for _, s := range series {
-		l := m.seriesLabels(s)
-		k := providers.LabelsKey(l)
-		values[k], labels[k] = s.Value, l
+// update puts a good reading of m into pm and returns the served labels of
+// the series that changed, appeared or went away.
+func (pm *polledMetric) update(m *Metric, series []Series) []map[string]string {
+	pm.gen++
+	var changed []map[string]string
+	for i := range series {
+		s := &series[i]
+		key := pm.keys.of(m, s)
+		ps, ok := pm.series[string(key)] // no allocation for a lookup
+		switch {
+		case !ok:
+			ps = &polledSeries{value: s.Value, labels: m.seriesLabels(*s)}
+			pm.series[string(key)] = ps
+			changed = append(changed, ps.labels)
+		case !same(ps.value, s.Value):
+			ps.value = s.Value
+			changed = append(changed, ps.labels)
+		}
+		ps.gen = pm.gen
 	}
-	return values, labels
+	for k, ps := range pm.series {
+		if ps.gen != pm.gen {
+			changed = append(changed, ps.labels)
+			delete(pm.series, k)
+		}
+	}
+	return changed
+}
+
+// seriesKeys makes the labels key (providers.LabelsKey) of a series'
+// served labels without making them, in buffers reused from one series to
+// the next.
+type seriesKeys struct {
+	names []string
+	buf   []byte
+}
+
+func (sk *seriesKeys) of(m *Metric, s *Series) []byte {
+	view := seriesView{m: m, s: s}
+	sk.names = sk.names[:0]
+	for k := range s.Labels {
+		if _, static := m.Labels[k]; !static && (k != NamespaceLabel || m.Namespace == "") {
+			sk.names = append(sk.names, k)
+		}
+	}
+	for k := range m.Labels {
+		if k != NamespaceLabel || m.Namespace == "" {
+			sk.names = append(sk.names, k)
+		}
+	}
+	if m.Namespace != "" {
+		sk.names = append(sk.names, NamespaceLabel)
+	}
+	slices.Sort(sk.names)
+	sk.buf = sk.buf[:0]
+	for _, k := range sk.names {
+		v, _ := view.Lookup(k)
+		sk.buf = append(sk.buf, k...)
+		sk.buf = append(sk.buf, 0xff)
+		sk.buf = append(sk.buf, v...)
+		sk.buf = append(sk.buf, 0xfe)
+	}
+	return sk.buf
 }
 
 // due returns the metrics to read now, dropping those whose lease ended,

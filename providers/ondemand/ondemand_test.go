@@ -348,8 +348,9 @@ func TestBadValuesRefused(t *testing.T) {
 	}
 }
 
-// TestSeriesView: the view a query matches selectors against reads the
-// labels the query serves (seriesLabels), precedence included.
+// TestSeriesView: the view a query matches selectors against, and the key
+// the feed indexes a series by, read the labels the query serves
+// (seriesLabels), precedence included.
 func TestSeriesView(t *testing.T) {
 	t.Parallel()
 	s := Series{Labels: map[string]string{"queue": "orders", "vhost": "backend", NamespaceLabel: "b", "empty": ""}}
@@ -368,6 +369,10 @@ func TestSeriesView(t *testing.T) {
 			if view.Has(k) != wantOK || view.Get(k) != want {
 				t.Errorf("%s: Has/Get(%q) = %v, %q; want %v, %q", m.Name, k, view.Has(k), view.Get(k), wantOK, want)
 			}
+		}
+		var keys seriesKeys
+		if got, want := string(keys.of(m, &s)), providers.LabelsKey(served); got != want {
+			t.Errorf("%s: key %q, want LabelsKey of the served labels %q", m.Name, got, want)
 		}
 		for _, sel := range []string{"queue=orders", "vhost=main", "vhost!=main", "tier", "!tier", "empty=", "absent!=x"} {
 			parsed, err := labels.Parse(sel)
