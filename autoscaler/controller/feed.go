@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -45,8 +46,8 @@ type ChangeFeed struct {
 	minInterval time.Duration
 
 	mu sync.Mutex
-	// byMetric: metric name -> object key -> what of the object reads it.
-	byMetric map[string]map[string][]fedMetric
+	// byMetric: metric name -> the objects reading it.
+	byMetric map[string]*subscribers
 	// byKey: object key -> the metric names it is indexed under.
 	byKey map[string][]string
 	// last: object key -> when the feed last queued it (or will).
@@ -79,7 +80,7 @@ func (c *Controller) ChangeFeed(minInterval time.Duration) (*ChangeFeed, error) 
 
 func newChangeFeed(c *Controller, minInterval time.Duration) *ChangeFeed {
 	return &ChangeFeed{c: c, minInterval: minInterval,
-		byMetric: map[string]map[string][]fedMetric{}, byKey: map[string][]string{}, last: map[string]time.Time{}}
+		byMetric: map[string]*subscribers{}, byKey: map[string][]string{}, last: map[string]time.Time{}}
 }
 
 func (f *ChangeFeed) handler(kind string) cache.ResourceEventHandler {
@@ -178,9 +179,9 @@ func (f *ChangeFeed) set(key string, metrics map[string][]fedMetric) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, name := range f.byKey[key] {
-		if objs := f.byMetric[name]; objs != nil {
-			delete(objs, key)
-			if len(objs) == 0 {
+		if subs := f.byMetric[name]; subs != nil {
+			subs.remove(key)
+			if len(subs.objs) == 0 {
 				delete(f.byMetric, name)
 			}
 		}
@@ -191,13 +192,13 @@ func (f *ChangeFeed) set(key string, metrics map[string][]fedMetric) {
 		return
 	}
 	names := make([]string, 0, len(metrics))
-	for name, fm := range metrics {
-		objs := f.byMetric[name]
-		if objs == nil {
-			objs = map[string][]fedMetric{}
-			f.byMetric[name] = objs
+	for name, fms := range metrics {
+		subs := f.byMetric[name]
+		if subs == nil {
+			subs = newSubscribers()
+			f.byMetric[name] = subs
 		}
-		objs[key] = fm
+		subs.add(key, fms)
 		names = append(names, name)
 	}
 	f.byKey[key] = names
@@ -212,12 +213,111 @@ func (f *ChangeFeed) Changed(ev *changefeed.Event) {
 	if !ev.All {
 		set = labels.Set(ev.Labels)
 	}
-	for key, fms := range f.byMetric[ev.Name] {
-		for _, fm := range fms {
+	subs := f.byMetric[ev.Name]
+	if subs == nil {
+		return
+	}
+	subs.candidates(ev, func(key string) {
+		for _, fm := range subs.objs[key] {
 			if fm.matches(ev, set) {
 				f.enqueue(key)
-				break
+				return
 			}
+		}
+	})
+}
+
+// subscribers are the objects reading one metric, each of their selectors
+// indexed by one of its label=value requirements: a change of one series
+// (one list of a thousand, each read by its own autoscaler) is matched
+// against the objects whose selectors may select it, not against all.
+type subscribers struct {
+	objs  map[string][]fedMetric        // object key -> what of it reads the metric
+	exact map[labelValue]map[string]int // label=value -> keys -> their selectors requiring it
+	loose map[string]int                // keys -> their selectors requiring no label=value
+}
+
+type labelValue struct{ label, value string }
+
+func newSubscribers() *subscribers {
+	return &subscribers{objs: map[string][]fedMetric{}, exact: map[labelValue]map[string]int{}, loose: map[string]int{}}
+}
+
+// exactOf is one label=value requirement of sel (=, == or in with one
+// value), if it has one: a series it selects has that label and value.
+func exactOf(sel labels.Selector) (labelValue, bool) {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if op := r.Operator(); op == selection.Equals || op == selection.DoubleEquals || op == selection.In && r.Values().Len() == 1 {
+			return labelValue{r.Key(), r.Values().UnsortedList()[0]}, true
+		}
+	}
+	return labelValue{}, false
+}
+
+func (s *subscribers) add(key string, fms []fedMetric) {
+	s.objs[key] = fms
+	for _, fm := range fms {
+		lv, ok := exactOf(fm.selector)
+		if !ok {
+			s.loose[key]++
+			continue
+		}
+		keys := s.exact[lv]
+		if keys == nil {
+			keys = map[string]int{}
+			s.exact[lv] = keys
+		}
+		keys[key]++
+	}
+}
+
+func (s *subscribers) remove(key string) {
+	for _, fm := range s.objs[key] {
+		lv, ok := exactOf(fm.selector)
+		if !ok {
+			if s.loose[key]--; s.loose[key] <= 0 {
+				delete(s.loose, key)
+			}
+			continue
+		}
+		if keys := s.exact[lv]; keys != nil {
+			if keys[key]--; keys[key] <= 0 {
+				delete(keys, key)
+			}
+			if len(keys) == 0 {
+				delete(s.exact, lv)
+			}
+		}
+	}
+	delete(s.objs, key)
+}
+
+// candidates calls visit once for each object whose selectors may select
+// a series of ev: every object when ev concerns all series.
+func (s *subscribers) candidates(ev *changefeed.Event, visit func(key string)) {
+	if ev.All {
+		for key := range s.objs {
+			visit(key)
+		}
+		return
+	}
+	var seen map[string]bool
+	once := func(key string) {
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		if !seen[key] {
+			seen[key] = true
+			visit(key)
+		}
+	}
+	for key := range s.loose {
+		once(key)
+	}
+	for l, v := range ev.Labels {
+		for key := range s.exact[labelValue{l, v}] {
+			once(key)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -23,7 +24,7 @@ import (
 
 // feedController is a controller with only what the change feed touches:
 // its queue and clock.
-func feedController(t *testing.T) (*Controller, *clocktesting.FakeClock) {
+func feedController(t testing.TB) (*Controller, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -85,6 +86,9 @@ func TestChangeFeedMatches(t *testing.T) {
 	}}
 	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: "Near", Values: []string{"a"}}}}
 	setOf := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"x", "y"}}}}
+	inOne := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "queue", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}}
+	andNot := &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "a"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"gold"}}}}
 	for _, obj := range []*v1alpha1.MetricAutoscaler{
 		ma("shop", "ext-sel", external("depth", match("queue", "a"))),
 		ma("shop", "ext-all", external("depth", nil)),
@@ -95,13 +99,16 @@ func TestChangeFeedMatches(t *testing.T) {
 		ma("shop", "pods", podsInflight),
 		ma("shop", "cpu-only", cpu),
 		ma("shop", "two", cpu, external("lag", nil), external("depth", match("queue", "z"))),
+		ma("shop", "ext-in-one", external("depth", inOne)),
+		ma("shop", "ext-and", external("depth", andNot)),
+		ma("shop", "two-depths", external("depth", match("queue", "c")), external("depth", match("queue", "d"))),
 	} {
 		f.index(kindMA, obj)
 	}
 	f.index(kindHPA, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hpa"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{external("depth", match("queue", "b"))}}})
-	if n := f.Objects(); n != 9 {
-		t.Errorf("%d objects indexed, want 9 (not the one with cpu alone)", n)
+	if n := f.Objects(); n != 12 {
+		t.Errorf("%d objects indexed, want 12 (not the one with cpu alone)", n)
 	}
 
 	key := func(name string) string { return kindMA + "/" + name }
@@ -111,15 +118,22 @@ func TestChangeFeedMatches(t *testing.T) {
 		want []string
 	}{
 		{"a series of every namespace", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "a"}},
-			[]string{key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel")}},
+			[]string{key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-and"), key("shop/ext-sel")}},
 		{"a series of one namespace", changefeed.Event{Name: "depth", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "queue": "a"}},
+			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-and"), key("shop/ext-sel")}},
+		{"a requirement beside the label's value", changefeed.Event{Name: "depth", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "queue": "a", "tier": "gold"}},
 			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel")}},
 		{"another queue", changefeed.Event{Name: "depth", Namespace: "shop", Labels: map[string]string{"namespace": "shop", "queue": "b"}},
-			[]string{kindHPA + "/shop/hpa", key("shop/bad-selector"), key("shop/ext-all")}},
+			[]string{kindHPA + "/shop/hpa", key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-in-one")}},
+		{"one of an object's two selectors of a metric", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "c"}},
+			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/two-depths")}},
+		{"the other one", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "d"}},
+			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/two-depths")}},
 		{"a set selector", changefeed.Event{Name: "depth", Labels: map[string]string{"queue": "y"}},
 			[]string{key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-set")}},
 		{"every series of the metric", changefeed.Event{Name: "depth", All: true},
-			[]string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel"), key("shop/ext-set"), key("shop/two")}},
+			[]string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-and"), key("shop/ext-in-one"),
+				key("shop/ext-sel"), key("shop/ext-set"), key("shop/two"), key("shop/two-depths")}},
 		{"every series in one namespace", changefeed.Event{Name: "depth", Namespace: "other", All: true},
 			[]string{key("other/ext-other-ns")}},
 		{"a custom-only change reaches no External reader", changefeed.Event{Kind: changefeed.KindCustom, Name: "depth", Labels: map[string]string{"queue": "a"}}, nil},
@@ -144,8 +158,8 @@ func TestChangeFeedMatches(t *testing.T) {
 
 	// A resync queues every object a fed metric is read by, once.
 	f.Resync()
-	want := []string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-sel"),
-		key("shop/ext-set"), key("shop/obj"), key("shop/pods"), key("shop/two")}
+	want := []string{kindHPA + "/shop/hpa", key("other/ext-other-ns"), key("shop/bad-selector"), key("shop/ext-all"), key("shop/ext-and"), key("shop/ext-in-one"),
+		key("shop/ext-sel"), key("shop/ext-set"), key("shop/obj"), key("shop/pods"), key("shop/two"), key("shop/two-depths")}
 	if got := drain(c); !slices.Equal(got, want) {
 		t.Errorf("resync queued %q, want %q", got, want)
 	}
@@ -376,5 +390,25 @@ func TestChangeFeedChangeAfterAnEarlierReconcile(t *testing.T) {
 	if got := drain(c); !slices.Equal(got, []string{key}) {
 		t.Fatalf("past the interval after change 3: queued %q, want the object (else it waits for the next period, due at %s)",
 			got, q.waiting[key].Sub(t0))
+	}
+}
+
+// BenchmarkChangeFeedOneOfMany: a change of one list of a metric whose
+// 1,000 lists are each read by their own MetricAutoscaler (the KEDA
+// benchmark's shape) queues that one, whose selector alone is matched.
+func BenchmarkChangeFeedOneOfMany(b *testing.B) {
+	c, _ := feedController(b)
+	f := newChangeFeed(c, 0)
+	const n = 1000
+	for i := range n {
+		f.index(kindMA, ma("shop", fmt.Sprintf("w-%d", i), external("depth", match("key", fmt.Sprintf("list-%d", i)))))
+	}
+	ev := &changefeed.Event{Type: changefeed.TypeChange, Name: "depth", Labels: map[string]string{"key": "list-500"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Changed(ev)
+		if got := drain(c); len(got) != 1 || got[0] != kindMA+"/shop/w-500" {
+			b.Fatalf("queued %q", got)
+		}
 	}
 }
