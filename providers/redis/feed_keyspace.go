@@ -775,6 +775,12 @@ func applyReplies(snap *snapshot, pending map[string]map[string]bool, events map
 			continue
 		}
 		snap.replies[c] = replies[i]
+		// The key changed again after its event (a WRONGTYPE: now a
+		// string, say): not a member, as a TYPE would have said; its own
+		// notification follows.
+		if t, ok := types[c.Key]; ok && t.Err == nil && replies[i].Err != nil {
+			types[c.Key] = Reply{Err: replies[i].Err}
+		}
 	}
 	for _, m := range metrics {
 		if m.KeyPattern == "" {

@@ -171,13 +171,15 @@ func TestKeyspaceEventsSayTheType(t *testing.T) {
 	ms := ksMetrics(t, `{"name": "tenants", "type": "listLength", "keyPattern": "q:*"}`)
 	lists := scan{"q:*", "list"}
 	snap := newSnapshot()
-	snap.keys[lists] = []string{"q:gone", "q:renamed", "q:set"}
+	snap.keys[lists] = []string{"q:gone", "q:renamed", "q:set", "q:retyped"}
 	pending := map[string]map[string]bool{
-		"q:new": {"q:*": true}, "q:gone": {"q:*": true}, "q:renamed": {"q:*": true}, "q:set": {"q:*": true},
+		"q:new": {"q:*": true}, "q:gone": {"q:*": true}, "q:renamed": {"q:*": true}, "q:set": {"q:*": true}, "q:retyped": {"q:*": true},
 	}
-	events := map[string]string{"q:new": "lpush", "q:gone": "del", "q:renamed": "rename_to", "q:set": "set"}
+	// q:retyped: an lpush, then (before the read) a DEL and a SET whose
+	// own notifications come later
+	events := map[string]string{"q:new": "lpush", "q:gone": "del", "q:renamed": "rename_to", "q:set": "set", "q:retyped": "lpush"}
 	cmds, _ := commandsFor(pending, events, ms)
-	want := []Command{{OpLLen, "q:gone"}, {OpLLen, "q:new"}, {OpLLen, "q:renamed"}, {OpType, "q:renamed"}, {OpLLen, "q:set"}, {OpType, "q:set"}}
+	want := []Command{{OpLLen, "q:gone"}, {OpLLen, "q:new"}, {OpLLen, "q:renamed"}, {OpType, "q:renamed"}, {OpLLen, "q:retyped"}, {OpLLen, "q:set"}, {OpType, "q:set"}}
 	if !reflect.DeepEqual(cmds, want) {
 		t.Fatalf("commands %v, want %v", cmds, want)
 	}
@@ -185,6 +187,7 @@ func TestKeyspaceEventsSayTheType(t *testing.T) {
 		{OpLLen, "q:gone"}: {N: 0}, {OpLLen, "q:new"}: {N: 20},
 		{OpLLen, "q:renamed"}: {N: 4}, {OpType, "q:renamed"}: {Type: "list"},
 		{OpLLen, "q:set"}: {Err: errBroken}, {OpType, "q:set"}: {Type: "string"},
+		{OpLLen, "q:retyped"}: {Err: errBroken},
 	}
 	replies := make([]Reply, len(cmds))
 	for i, c := range cmds {
