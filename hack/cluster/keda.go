@@ -174,13 +174,13 @@ func (c *Cluster) upKEDA(ctx context.Context) error {
 	var crds []string
 	for _, f := range kedaCRDs {
 		args = append(args, "-f", filepath.Join(mod, "config", "crd", "bases", f))
-		crds = append(crds, "crd/"+crdName(f))
+		crds = append(crds, crdName(f))
 	}
 	if out, err := c.kubectl(ctx, "", args...); err != nil {
 		return fmt.Errorf("applying KEDA's CRDs failed: %w: %s", err, strings.TrimSpace(out))
 	}
-	if out, err := c.kubectl(ctx, "", append([]string{"wait", "--for=condition=Established", "--timeout=30s"}, crds...)...); err != nil {
-		return fmt.Errorf("KEDA's CRDs did not become Established: %w: %s", err, strings.TrimSpace(out))
+	if err := c.waitCRDsEstablished(ctx, crds...); err != nil {
+		return fmt.Errorf("KEDA's CRDs: %w", err)
 	}
 	dir := filepath.Join(c.Dir, "keda")
 	for _, d := range []string{c.kedaCertDir(), filepath.Join(dir, "ca")} {

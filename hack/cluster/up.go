@@ -636,9 +636,8 @@ func (c *Cluster) startAutoscaler(ctx context.Context) error {
 	if err := c.applyFile(ctx, "manifests/autoscaler/crd.yaml", "autoscaler-crd.log", "--server-side"); err != nil {
 		return err
 	}
-	if _, err := c.kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/metricautoscalers.autoscaling.metricscale.dev"); err != nil {
-		return fmt.Errorf("the MetricAutoscaler CRD did not become Established: %w", err)
+	if err := c.waitCRDsEstablished(ctx, "metricautoscalers.autoscaling.metricscale.dev"); err != nil {
+		return fmt.Errorf("the MetricAutoscaler CRD: %w", err)
 	}
 	const sa = "metricscale-autoscaler"
 	kc, err := c.serviceAccountKubeconfig(ctx, "metricscale", sa, "manifests/autoscaler/rbac.yaml", dir)
