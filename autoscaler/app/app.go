@@ -24,7 +24,6 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +53,7 @@ import (
 	"github.com/metricscale/metricscale/autoscaler/controller"
 	"github.com/metricscale/metricscale/autoscaler/decision"
 	"github.com/metricscale/metricscale/autoscaler/defaults"
+	"github.com/metricscale/metricscale/autoscaler/maclient"
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	mrecord "github.com/metricscale/metricscale/autoscaler/record"
 	"github.com/metricscale/metricscale/autoscaler/recordserver"
@@ -271,7 +271,7 @@ func (o *Options) Validate() error {
 // Run runs the controller until ctx ends. It reads as the steps of the
 // controller's start, each a function below.
 func Run(ctx context.Context, o *Options) error {
-	cfg, clients, err := o.makeClients(ctx)
+	cfg, clients, mas, err := o.makeClients(ctx)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer broadcaster.Shutdown()
-	inf, kubeInformers := o.makeInformers(ctx, clients.Kube, clients.Dynamic)
+	inf, kubeInformers := o.makeInformers(ctx, clients.Kube, mas)
 	var tapes *mrecord.Recorder
 	if o.Record {
 		tapes = mrecord.New(o.RecordOptions)
@@ -331,10 +331,10 @@ func Run(ctx context.Context, o *Options) error {
 // change feed). Built-in APIs and the metrics APIs use
 // --kube-api-content-type, protobuf by default as kube-controller-manager:
 // a scale read and write costs both sides less than in JSON.
-func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Clients, error) {
+func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Clients, *maclient.Client, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
-		return nil, controller.Clients{}, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, controller.Clients{}, nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	builtin := rest.CopyConfig(cfg)
@@ -342,23 +342,27 @@ func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Cli
 	builtin.AcceptContentTypes = o.KubeAPIContentType + "," + runtime.ContentTypeJSON
 	kube, err := kubernetes.NewForConfig(builtin)
 	if err != nil {
-		return nil, controller.Clients{}, err
+		return nil, controller.Clients{}, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, controller.Clients{}, err
+		return nil, controller.Clients{}, nil, err
+	}
+	mas, err := maclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, controller.Clients{}, nil, err
 	}
 	cached := memory.NewMemCacheClient(kube.Discovery())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	scales, err := scale.NewForConfig(builtin, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
 	if err != nil {
-		return nil, controller.Clients{}, err
+		return nil, controller.Clients{}, nil, err
 	}
 	source, err := metricsSource(ctx, o.metricsConfig(builtin), kube, mapper)
 	if err != nil {
-		return nil, controller.Clients{}, err
+		return nil, controller.Clients{}, nil, err
 	}
-	return cfg, controller.Clients{Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, nil
+	return cfg, controller.Clients{Kube: kube, MetricAutoscalers: mas, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: source}, mas, nil
 }
 
 // metricsConfig is the metrics APIs' client config: protobuf too (their
@@ -393,12 +397,12 @@ func makeEventRecorder(ctx context.Context, kube kubernetes.Interface) (record.E
 // factory of the HPAs' (started by the caller). The MetricAutoscalers' is
 // read by key only: no namespace index. Pods and workloads have factories
 // of their own, started when first needed.
-func (o *Options) makeInformers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) (controller.Informers, informers.SharedInformerFactory) {
+func (o *Options) makeInformers(ctx context.Context, kube kubernetes.Interface, mas *maclient.Client) (controller.Informers, informers.SharedInformerFactory) {
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	// The pod cache is started at the first reconcile that reads pods.
 	podInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.TrimCached))
 	inf := controller.Informers{
-		MetricAutoscalers: dynamicinformer.NewFilteredDynamicInformer(dyn, v1alpha1.GroupVersionResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
+		MetricAutoscalers: maclient.NewInformer(mas, 0),
 		Pods:              podInformers.Core().V1().Pods().Informer(),
 		StartPods:         func() { podInformers.Start(ctx.Done()) },
 		Workload:          workloadInformers(ctx, kube),

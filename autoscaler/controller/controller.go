@@ -77,11 +77,20 @@ type Config struct {
 
 // Clients are what the controller talks to.
 type Clients struct {
-	Kube    kubernetes.Interface
+	Kube kubernetes.Interface
+	// MetricAutoscalers writes their status (maclient.Client).
+	MetricAutoscalers StatusWriter
+	// Dynamic reads APIServices (the metrics API guard).
 	Dynamic dynamic.Interface
 	Scales  scale.ScalesGetter
 	Mapper  apimeta.RESTMapper
 	Metrics metricsource.Source
+}
+
+// StatusWriter writes a MetricAutoscaler's status subresource and returns
+// the object as stored.
+type StatusWriter interface {
+	UpdateStatus(ctx context.Context, ma *v1alpha1.MetricAutoscaler) (*v1alpha1.MetricAutoscaler, error)
 }
 
 // Informers are the shared informers the controller reads from; HPAs is
@@ -296,13 +305,13 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 		c.objects.Forget(ns, name)
 		return 0, actionNone, nil
 	}
-	typed, err := c.trimMA(obj)
-	if err != nil {
-		return 0, actionNone, fmt.Errorf("decoding MetricAutoscaler %s/%s: %w", ns, name, err)
+	typed, ok := obj.(*v1alpha1.MetricAutoscaler)
+	if !ok {
+		return 0, actionNone, fmt.Errorf("MetricAutoscaler %s/%s: the cache holds a %T", ns, name, obj)
 	}
 	// Read only: the core copies what it changes, and the status is written
 	// from a new object.
-	ma := c.freshest(key, typed.(*v1alpha1.MetricAutoscaler))
+	ma := c.freshest(key, typed)
 	period := defaults.SyncPeriod
 	if ma.Spec.SyncPeriod != nil && ma.Spec.SyncPeriod.Duration >= time.Second {
 		period = ma.Spec.SyncPeriod.Duration
@@ -376,11 +385,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	// cache.
 	out := &v1alpha1.MetricAutoscaler{TypeMeta: ma.TypeMeta, Status: status,
 		ObjectMeta: metav1.ObjectMeta{Name: ma.Name, Namespace: ma.Namespace, UID: ma.UID, ResourceVersion: ma.ResourceVersion}}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(out)
-	if err != nil {
-		return period, action(res), err
-	}
-	written, err := c.clients.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	written, err := c.clients.MetricAutoscalers.UpdateStatus(ctx, out)
 	if err != nil {
 		c.recorder.Event(ma, corev1.EventTypeWarning, "FailedUpdateStatus", err.Error())
 		return period, action(res), errors.Join(res.Err, fmt.Errorf("updating status of MetricAutoscaler %s/%s: %w", ns, name, err))
@@ -438,16 +443,21 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	return action(res), res.Err
 }
 
-// typedMetricAutoscaler turns a dynamic informer's object into a typed
-// MetricAutoscaler without managedFields; other objects pass through.
+// typedMetricAutoscaler is a decoded MetricAutoscaler (typed, or
+// unstructured from a dynamic client) as the cache keeps it: typed, without
+// managedFields, its strings interned; other objects pass through.
 func typedMetricAutoscaler(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
+	var ma *v1alpha1.MetricAutoscaler
+	switch o := obj.(type) {
+	case *v1alpha1.MetricAutoscaler:
+		ma = o
+	case *unstructured.Unstructured:
+		ma = &v1alpha1.MetricAutoscaler{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ma); err != nil {
+			return nil, err
+		}
+	default:
 		return obj, nil
-	}
-	ma := &v1alpha1.MetricAutoscaler{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma); err != nil {
-		return nil, err
 	}
 	ma.ManagedFields = nil
 	ma.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kindMA))
@@ -459,11 +469,9 @@ func typedMetricAutoscaler(obj any) (any, error) {
 // and the status's history moved out of the cached object. The controller
 // keeps each object's history in memory (its memo), loaded from the status
 // when first seen; the cache keeps only a fingerprint of the stored one, to
-// know when it needs saving.
+// know when it needs saving. The informer calls it once per object it
+// decodes, never on what it has cached.
 func (c *Controller) trimMA(obj any) (any, error) {
-	if _, done := obj.(*v1alpha1.MetricAutoscaler); done {
-		return obj, nil // trimmed already: only the cache holds typed ones
-	}
 	out, err := typedMetricAutoscaler(obj)
 	ma, ok := out.(*v1alpha1.MetricAutoscaler)
 	if err != nil || !ok {

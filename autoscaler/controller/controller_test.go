@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
@@ -92,6 +93,9 @@ func metricAutoscaler(mutate func(*v1alpha1.MetricAutoscaler)) *v1alpha1.MetricA
 func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, depth int64) *fixture {
 	t.Helper()
 	f := &fixture{replicas: replicas, recorder: record.NewFakeRecorder(100), clock: clocktesting.NewFakeClock(t0), src: &queue{depth: depth}}
+	if ma.ResourceVersion == "" {
+		ma.ResourceVersion = "1"
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
 	if err != nil {
 		t.Fatal(err)
@@ -100,25 +104,29 @@ func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "MetricAutoscalerList", apiServicesGVR: "APIServiceList"},
 		&unstructured.Unstructured{Object: u})
-	// The status subresource as the API server serves it: the status of
-	// the request on the rest of the stored object.
+	// Updates as the API server serves them with a status subresource: the
+	// status subresource takes the request's status on the rest of the
+	// stored object, the object the rest with the stored status; each makes
+	// a new resource version (stored() waits for the informer to see it).
 	f.dyn.PrependReactor("update", "metricautoscalers", func(a core.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
 		in := a.(core.UpdateAction).GetObject().(*unstructured.Unstructured)
 		stored, err := f.dyn.Tracker().Get(v1alpha1.GroupVersionResource, in.GetNamespace(), in.GetName())
 		if err != nil {
 			return true, nil, err
 		}
-		out := stored.(*unstructured.Unstructured).DeepCopy()
-		if in.GetResourceVersion() != "" && in.GetResourceVersion() != out.GetResourceVersion() {
+		old := stored.(*unstructured.Unstructured)
+		if in.GetResourceVersion() != "" && in.GetResourceVersion() != old.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(v1alpha1.GroupVersionResource.GroupResource(), in.GetName(), fmt.Errorf("stale resourceVersion %s", in.GetResourceVersion()))
 		}
-		if rv, err := strconv.Atoi(out.GetResourceVersion()); err == nil {
-			out.SetResourceVersion(strconv.Itoa(rv + 1))
+		out := in.DeepCopy()
+		if a.GetSubresource() == "status" {
+			out = old.DeepCopy()
+			out.Object["status"] = in.Object["status"]
+		} else {
+			out.Object["status"] = old.Object["status"]
 		}
-		out.Object["status"] = in.Object["status"]
+		rv, _ := strconv.Atoi(old.GetResourceVersion())
+		out.SetResourceVersion(strconv.Itoa(rv + 1))
 		return true, out, f.dyn.Tracker().Update(v1alpha1.GroupVersionResource, out, in.GetNamespace())
 	})
 	f.scales = &scalefake.FakeScaleClient{}
@@ -147,7 +155,7 @@ func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 		StartPods:         func() { f.podStarts++; kubeInf.Start(ctx.Done()) },
 	}
 	f.ctrl, err = New(Config{Settings: decision.DefaultSettings(), Workers: 1, HPASyncPeriod: 15 * time.Second, HistorySyncInterval: 30 * time.Second},
-		Clients{Kube: kube, Dynamic: f.dyn, Scales: f.scales, Mapper: mapper, Metrics: f.src}, inf, f.recorder, f.clock)
+		Clients{Kube: kube, MetricAutoscalers: dynamicStatus{f.dyn}, Dynamic: f.dyn, Scales: f.scales, Mapper: mapper, Metrics: f.src}, inf, f.recorder, f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +164,23 @@ func newFixture(t testing.TB, ma *v1alpha1.MetricAutoscaler, replicas int32, dep
 		t.Fatal("caches did not sync")
 	}
 	return f
+}
+
+// dynamicStatus writes MetricAutoscaler status through the fake dynamic
+// client, whose reactor serves the status subresource.
+type dynamicStatus struct{ dyn dynamic.Interface }
+
+func (d dynamicStatus) UpdateStatus(ctx context.Context, ma *v1alpha1.MetricAutoscaler) (*v1alpha1.MetricAutoscaler, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	if err != nil {
+		return nil, err
+	}
+	w, err := d.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ma.Namespace).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := &v1alpha1.MetricAutoscaler{}
+	return out, runtime.DefaultUnstructuredConverter.FromUnstructured(w.Object, out)
 }
 
 // reconcile runs one reconcile and returns the stored object afterwards.
@@ -179,14 +204,15 @@ func (f *fixture) stored(t *testing.T) *v1alpha1.MetricAutoscaler {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ma); err != nil {
 		t.Fatal(err)
 	}
-	// Let the informer see the write, as the next reconcile would, through
-	// its transform.
-	cached, err := f.ctrl.trimMA(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.ctrl.inf.MetricAutoscalers.GetIndexer().Update(cached); err != nil {
-		t.Fatal(err)
+	// Wait for the informer to see the write, as the next reconcile would.
+	// Not an update of its cache from here: its own, later, delivery of an
+	// earlier write would then take the cache (and the memo's fingerprints)
+	// back to that write.
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		obj, ok, err := f.ctrl.inf.MetricAutoscalers.GetIndexer().GetByKey("default/workers")
+		return ok && obj.(*v1alpha1.MetricAutoscaler).ResourceVersion == u.GetResourceVersion(), err
+	}); err != nil {
+		t.Fatalf("the informer did not see version %s of the MetricAutoscaler: %v", u.GetResourceVersion(), err)
 	}
 	return ma
 }
