@@ -322,6 +322,73 @@ func TestCacheKeepsNoHistory(t *testing.T) {
 	}
 }
 
+// TestStatusEchoes: the informer's delivery of the controller's own status
+// write keeps the fingerprints the write recorded; a later write by another
+// client is seen, and the controller writes its status back.
+func TestStatusEchoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, metricAutoscaler(nil), 4, 240)
+	writes := func() int {
+		n := 0
+		for _, a := range f.dyn.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	key := kindMA + "/default/workers"
+	f.reconcile(t) // scales 4 → 8, writes the status; its echo is cached
+	f.clock.Step(time.Second)
+	f.reconcile(t) // 8 replicas now: written again
+	f.clock.Step(time.Second)
+	before := writes()
+	f.reconcile(t)
+	if got := writes() - before; got != 0 {
+		t.Fatalf("after the echo of its write, a reconcile that changed nothing wrote %d times", got)
+	}
+
+	// A new depth: written, and the echo seen. Then, before the next
+	// reconcile, another client rewrites the status (a newer version).
+	f.src.depth = 300
+	f.clock.Step(time.Second)
+	if got := f.reconcile(t).Status.DesiredReplicas; got != 10 {
+		t.Fatalf("desiredReplicas %d at depth 300, want 10", got)
+	}
+	f.ctrl.mu.Lock()
+	m := f.ctrl.memory[key]
+	mine, written := m.storedStatus, m.written != nil
+	f.ctrl.mu.Unlock()
+	if !written {
+		t.Fatal("no write recorded in the memo")
+	}
+	u, err := f.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(context.Background(), "workers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, int64(3), "status", "desiredReplicas"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.stored(t)
+	f.ctrl.mu.Lock()
+	theirs := m.storedStatus
+	f.ctrl.mu.Unlock()
+	if theirs == mine {
+		t.Fatal("the memo kept the fingerprint of its own write after another client's")
+	}
+	f.clock.Step(time.Second)
+	before = writes()
+	if got := f.reconcile(t).Status.DesiredReplicas; got != 10 {
+		t.Errorf("desiredReplicas %d after the reconcile, want 10 written back", got)
+	}
+	if got := writes() - before; got != 1 {
+		t.Errorf("%d status writes after another client's, want 1", got)
+	}
+}
+
 // BenchmarkStatusCompare: what deciding "no status write" costs, by a
 // semantic comparison of the two statuses and by their fingerprints.
 func BenchmarkStatusCompare(b *testing.B) {

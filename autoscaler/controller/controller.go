@@ -478,9 +478,19 @@ func (c *Controller) trimMA(obj any) (any, error) {
 		return out, err
 	}
 	key := kindMA + "/" + ma.Namespace + "/" + ma.Name
-	storedHistory, storedStatus := fingerprint(ma.Status.History), fingerprint(withoutHistory(ma.Status))
 	c.mu.Lock()
 	m, ok := c.memory[key]
+	if ok && m.uid == ma.UID && m.written != nil && m.written.UID == ma.UID && !olderVersion(m.written.ResourceVersion, ma.ResourceVersion) {
+		// The echo of this controller's last status write, or of one before
+		// it: the memo has the fingerprints of the last (at 1,000 objects,
+		// most events are such echoes).
+		c.mu.Unlock()
+		return trimmed(ma), nil
+	}
+	c.mu.Unlock()
+	storedHistory, storedStatus := fingerprint(ma.Status.History), fingerprint(withoutHistory(ma.Status))
+	c.mu.Lock()
+	m, ok = c.memory[key]
 	if !ok || m.uid != ma.UID {
 		m = &memo{uid: ma.UID, history: packHistory(history.FromStatus(ma.Status.History))}
 		// Saved about when its newest entry was made: a restart does not
