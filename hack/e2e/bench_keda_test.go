@@ -446,6 +446,7 @@ func (b *kedaBench) run(t *testing.T, s *kbSide) []kbResult {
 	res.idleAPIPerSecond = idle
 	res.rssKiB = b.rss(t, pids)
 	res.rssDeltaKiB = res.rssKiB - rss0
+	b.saveHeapProfiles(t, s)
 	res.measuredMemory = true
 	t.Logf("%s, %s: %d reactions, p50 %s, %d missed; %d decisions", s.name, s.defaults, len(res.reactions), round(percentileOr0(res.reactions, 50)), res.missed, res.decisions)
 	results := []kbResult{res}
@@ -606,6 +607,19 @@ func (b *kedaBench) saveProfiles(t *testing.T, s *kbSide, setting string) *sync.
 		wg.Go(func() { saveProfile(t, url, filepath.Join(dir, fmt.Sprintf("%s-n%d-%s.cpu.pprof", proc, b.n, name))) })
 	}
 	return &wg
+}
+
+// saveHeapProfiles, with METRICSCALE_BENCH_PROFILES=DIR, saves heap profiles
+// of our side's processes when their RSS is measured, as
+// DIR/NAME-nN.heap.pprof.
+func (b *kedaBench) saveHeapProfiles(t *testing.T, s *kbSide) {
+	dir := os.Getenv("METRICSCALE_BENCH_PROFILES")
+	if dir == "" || s.prefix != kbOursPrefix {
+		return
+	}
+	for proc, addr := range map[string]string{"metricscale-autoscaler": oursAddr, "metricscale-adapter": adapterAddr} {
+		saveProfile(t, addr+"/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("%s-n%d.heap.pprof", proc, b.n)))
+	}
 }
 
 // redisStats is Redis' total_commands_processed and the calls per command
