@@ -246,20 +246,7 @@ type seriesKeys struct {
 
 func (sk *seriesKeys) of(m *Metric, s *Series) []byte {
 	view := seriesView{m: m, s: s}
-	sk.names = sk.names[:0]
-	for k := range s.Labels {
-		if _, static := m.Labels[k]; !static && (k != NamespaceLabel || m.Namespace == "") {
-			sk.names = append(sk.names, k)
-		}
-	}
-	for k := range m.Labels {
-		if k != NamespaceLabel || m.Namespace == "" {
-			sk.names = append(sk.names, k)
-		}
-	}
-	if m.Namespace != "" {
-		sk.names = append(sk.names, NamespaceLabel)
-	}
+	sk.names = view.names(sk.names[:0])
 	slices.Sort(sk.names)
 	sk.buf = sk.buf[:0]
 	for _, k := range sk.names {

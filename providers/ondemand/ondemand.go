@@ -281,27 +281,40 @@ func describe(namespace string, sel labels.Selector) string {
 	return what
 }
 
-// seriesLabels is a fresh map: the backend's labels, the metric's static
-// labels, then its namespace.
+// seriesLabels is a fresh map of the series' served labels (seriesView).
 func (m *Metric) seriesLabels(s Series) map[string]string {
+	v := seriesView{m: m, s: &s}
 	out := make(map[string]string, len(s.Labels)+len(m.Labels)+1)
-	for k, v := range s.Labels {
-		out[k] = v
-	}
-	for k, v := range m.Labels {
-		out[k] = v
-	}
-	if m.Namespace != "" {
-		out[NamespaceLabel] = m.Namespace
+	for _, k := range v.names(nil) {
+		out[k], _ = v.Lookup(k)
 	}
 	return out
 }
 
-// seriesView reads a series' served labels (seriesLabels) without making
-// them: the metric's namespace over its static labels over the backend's.
+// seriesView reads a series' served labels without making them: the
+// metric's namespace over its static labels over the backend's.
 type seriesView struct {
 	m *Metric
 	s *Series
+}
+
+// names appends the served labels' names, each once.
+func (v *seriesView) names(dst []string) []string {
+	scoped := v.m.Namespace != ""
+	for k := range v.s.Labels {
+		if _, static := v.m.Labels[k]; !static && (k != NamespaceLabel || !scoped) {
+			dst = append(dst, k)
+		}
+	}
+	for k := range v.m.Labels {
+		if k != NamespaceLabel || !scoped {
+			dst = append(dst, k)
+		}
+	}
+	if scoped {
+		dst = append(dst, NamespaceLabel)
+	}
+	return dst
 }
 
 func (v *seriesView) Lookup(label string) (string, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,12 +355,21 @@ func TestBadValuesRefused(t *testing.T) {
 func TestSeriesView(t *testing.T) {
 	t.Parallel()
 	s := Series{Labels: map[string]string{"queue": "orders", "vhost": "backend", NamespaceLabel: "b", "empty": ""}}
-	for _, m := range []*Metric{
-		{Name: "plain"},
-		{Name: "static", Labels: map[string]string{"vhost": "main", "tier": "gold"}},
-		{Name: "scoped", Namespace: "a", Labels: map[string]string{NamespaceLabel: "c"}},
+	for _, tc := range []struct {
+		m    *Metric
+		want map[string]string
+	}{
+		{&Metric{Name: "plain"}, map[string]string{"queue": "orders", "vhost": "backend", NamespaceLabel: "b", "empty": ""}},
+		{&Metric{Name: "static", Labels: map[string]string{"vhost": "main", "tier": "gold"}},
+			map[string]string{"queue": "orders", "vhost": "main", "tier": "gold", NamespaceLabel: "b", "empty": ""}},
+		{&Metric{Name: "scoped", Namespace: "a", Labels: map[string]string{NamespaceLabel: "c"}},
+			map[string]string{"queue": "orders", "vhost": "backend", NamespaceLabel: "a", "empty": ""}},
 	} {
+		m := tc.m
 		served := m.seriesLabels(s)
+		if !maps.Equal(served, tc.want) {
+			t.Errorf("%s: served labels %v, want %v", m.Name, served, tc.want)
+		}
 		view := &seriesView{m: m, s: &s}
 		for _, k := range []string{"queue", "vhost", "tier", NamespaceLabel, "empty", "absent"} {
 			want, wantOK := served[k]
