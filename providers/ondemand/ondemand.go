@@ -195,15 +195,15 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	// selects one.
 	view := &seriesView{m: m}
 	for i := range r.series {
-		s := r.series[i]
-		view.s = &r.series[i]
+		s := &r.series[i]
+		view.s = s
 		if ns, ok := view.Lookup(NamespaceLabel); ok && ns != namespace {
 			continue
 		}
 		if !sel.Matches(view) {
 			continue
 		}
-		lbls := m.seriesLabels(s)
+		lbls := m.seriesLabels(*s)
 		what := func() string { return describe(namespace, sel) }
 		if len(out.Items) >= p.maxItems {
 			return nil, providers.NewTooManyItems(m.Name, what(), p.maxItems)
