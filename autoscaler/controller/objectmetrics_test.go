@@ -48,7 +48,7 @@ func TestObjectMetricsFollowTheStatus(t *testing.T) {
 	f := newFixture(t, metricAutoscaler(nil), 4, 240)
 	f.ctrl.objects = objectmetrics.New()
 	reg := metrics.NewKubeRegistry()
-	f.ctrl.objects.MustRegister(reg.Register)
+	f.ctrl.objects.MustRegister(reg.CustomRegister)
 
 	st := f.reconcile(t)
 	if st.Status.DesiredReplicas != 8 {

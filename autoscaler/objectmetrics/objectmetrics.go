@@ -1,9 +1,11 @@
 // Package objectmetrics exports each MetricAutoscaler's state as gauges,
 // as kube-state-metrics does for HPAs: replicas, each spec metric's value
 // and target, conditions, fallback, activation and the last scale time.
-// The series are set from the status the controller writes and are bounded
-// by the objects and their spec metrics: a metric removed from the spec, a
-// condition no longer reported and a deleted object lose theirs.
+// The series are made at each scrape from the last status the controller
+// wrote for each object (a collector, as kube-state-metrics', not gauge
+// vectors: those kept about 14 KiB of label pairs an object), so a metric
+// removed from the spec, a condition no longer reported and a deleted
+// object have none.
 package objectmetrics
 
 import (
@@ -28,42 +30,52 @@ const (
 var Default = New()
 
 func init() {
-	Default.MustRegister(legacyregistry.Register)
+	Default.MustRegister(legacyregistry.CustomRegister)
 }
 
 // conditionStatuses are the statuses each reported condition has a series
 // for, as kube-state-metrics' kube_horizontalpodautoscaler_status_condition.
 var conditionStatuses = []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown}
 
-// Gauges holds the per-object gauges and which series each object has.
+// Gauges is the collector of the per-object gauges.
 type Gauges struct {
-	current, desired, minimum, maximum *metrics.GaugeVec
-	value, target                      *metrics.GaugeVec
-	condition                          *metrics.GaugeVec
-	fallback, active, lastScale        *metrics.GaugeVec
+	metrics.BaseStableCollector
+
+	current, desired, minimum, maximum *metrics.Desc
+	value, target                      *metrics.Desc
+	condition                          *metrics.Desc
+	fallback, active, lastScale        *metrics.Desc
 
 	mu      sync.Mutex
-	objects map[objectKey]*series
+	objects map[objectKey]*object
 }
 
 type objectKey struct{ namespace, name string }
 
-// series are the label values beyond namespace and name one object has.
-type series struct {
-	values     map[[2]string]bool // metric_name, metric_type
-	targets    map[[3]string]bool // metric_name, metric_type, target_type
-	conditions map[string]bool
-	lastScale  bool
+// object is what one object's series show; Observe replaces it whole, so
+// a scrape reads it without the lock.
+type object struct {
+	current, desired, minimum, maximum float64
+	fallback, active                   float64
+	lastScale                          *float64
+	values                             []sample // metric_name, metric_type
+	targets                            []sample // metric_name, metric_type, target_type
+	conditions                         []condition
 }
 
-func gauge(name, help string, labels ...string) *metrics.GaugeVec {
-	return metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace:      namespace,
-		Subsystem:      subsystem,
-		Name:           name,
-		Help:           help,
-		StabilityLevel: metrics.ALPHA,
-	}, append([]string{"namespace", "name"}, labels...))
+type sample struct {
+	labels [3]string
+	v      float64
+}
+
+type condition struct {
+	condition string
+	status    corev1.ConditionStatus
+}
+
+func gauge(name, help string, labels ...string) *metrics.Desc {
+	return metrics.NewDesc(metrics.BuildFQName(namespace, subsystem, name), help,
+		append([]string{"namespace", "name"}, labels...), nil, metrics.ALPHA, "")
 }
 
 // New makes an unregistered set (tests register it in their own registry).
@@ -79,20 +91,69 @@ func New() *Gauges {
 		fallback:  gauge("fallback_active", "1 while the fallback size is in force (status.fallback.active), else 0."),
 		active:    gauge("active", "0 while activation holds the target at zero replicas (status.scaleToZero.active false), else 1."),
 		lastScale: gauge("last_scale_time_seconds", "When the target was last rescaled, in Unix seconds (status.lastScaleTime); absent until it has been."),
-		objects:   map[objectKey]*series{},
+		objects:   map[objectKey]*object{},
 	}
 }
 
-func (g *Gauges) all() []*metrics.GaugeVec {
-	return []*metrics.GaugeVec{g.current, g.desired, g.minimum, g.maximum, g.value, g.target, g.condition, g.fallback, g.active, g.lastScale}
+func (g *Gauges) all() []*metrics.Desc {
+	return []*metrics.Desc{g.current, g.desired, g.minimum, g.maximum, g.value, g.target, g.condition, g.fallback, g.active, g.lastScale}
 }
 
-// MustRegister registers every gauge with register (a registry's
-// MustRegister or legacyregistry.Register, whose error it panics on).
-func (g *Gauges) MustRegister(register func(metrics.Registerable) error) {
-	for _, v := range g.all() {
-		if err := register(v); err != nil {
-			panic(err)
+// MustRegister registers the collector with register (a registry's
+// CustomRegister or legacyregistry.CustomRegister), panicking on its error.
+func (g *Gauges) MustRegister(register func(metrics.StableCollector) error) {
+	if err := register(g); err != nil {
+		panic(err)
+	}
+}
+
+// DescribeWithStability implements metrics.StableCollector.
+func (g *Gauges) DescribeWithStability(ch chan<- *metrics.Desc) {
+	for _, d := range g.all() {
+		ch <- d
+	}
+}
+
+// CollectWithStability implements metrics.StableCollector.
+func (g *Gauges) CollectWithStability(ch chan<- metrics.Metric) {
+	g.mu.Lock()
+	keys := make([]objectKey, 0, len(g.objects))
+	objs := make([]*object, 0, len(g.objects))
+	for k, o := range g.objects {
+		keys, objs = append(keys, k), append(objs, o)
+	}
+	g.mu.Unlock()
+	// The label values of one series; the metric made from them copies them.
+	lv := make([]string, 5)
+	for i, o := range objs {
+		lv[0], lv[1] = keys[i].namespace, keys[i].name
+		emit := func(d *metrics.Desc, v float64, labels ...string) {
+			n := copy(lv[2:], labels)
+			ch <- metrics.NewLazyConstMetric(d, metrics.GaugeValue, v, lv[:2+n]...)
+		}
+		emit(g.current, o.current)
+		emit(g.desired, o.desired)
+		emit(g.minimum, o.minimum)
+		emit(g.maximum, o.maximum)
+		for _, s := range o.targets {
+			emit(g.target, s.v, s.labels[:]...)
+		}
+		for _, s := range o.values {
+			emit(g.value, s.v, s.labels[:2]...)
+		}
+		for _, c := range o.conditions {
+			for _, s := range conditionStatuses {
+				v := 0.0
+				if c.status == s {
+					v = 1
+				}
+				emit(g.condition, v, c.condition, string(s))
+			}
+		}
+		emit(g.fallback, o.fallback)
+		emit(g.active, o.active)
+		if o.lastScale != nil {
+			emit(g.lastScale, *o.lastScale)
 		}
 	}
 }
@@ -101,26 +162,19 @@ func (g *Gauges) MustRegister(register func(metrics.Registerable) error) {
 // for it. present is called under the lock that Forget takes: a reconcile
 // that ends after the object's deletion (present false) adds no series back.
 func (g *Gauges) Observe(ma *v1alpha1.MetricAutoscaler, status *v1alpha1.MetricAutoscalerStatus, present func() bool) {
-	ns, name := ma.Namespace, ma.Name
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if present != nil && !present() {
-		return
+	o := &object{
+		current: float64(status.CurrentReplicas),
+		desired: float64(status.DesiredReplicas),
+		minimum: 1,
+		maximum: float64(ma.Spec.MaxReplicas),
+		// Without spec.scaleToZero there is no activation state: the
+		// object is never held at zero by it.
+		fallback: boolValue(status.Fallback != nil && status.Fallback.Active),
+		active:   boolValue(status.ScaleToZero == nil || status.ScaleToZero.Active),
 	}
-	key := objectKey{ns, name}
-	old := g.objects[key]
-	cur := &series{values: map[[2]string]bool{}, targets: map[[3]string]bool{}, conditions: map[string]bool{}}
-	g.objects[key] = cur
-
-	g.current.WithLabelValues(ns, name).Set(float64(status.CurrentReplicas))
-	g.desired.WithLabelValues(ns, name).Set(float64(status.DesiredReplicas))
-	minimum := int32(1)
 	if ma.Spec.MinReplicas != nil {
-		minimum = *ma.Spec.MinReplicas
+		o.minimum = float64(*ma.Spec.MinReplicas)
 	}
-	g.minimum.WithLabelValues(ns, name).Set(float64(minimum))
-	g.maximum.WithLabelValues(ns, name).Set(float64(ma.Spec.MaxReplicas))
-
 	for i := range ma.Spec.Metrics {
 		spec := &ma.Spec.Metrics[i]
 		metricName, target, ok := specTarget(spec)
@@ -131,14 +185,13 @@ func (g *Gauges) Observe(ma *v1alpha1.MetricAutoscaler, status *v1alpha1.MetricA
 		// Two spec metrics of one name and type share a series: the first
 		// one's (the labels are the ones the brief fixes, without an index).
 		tk := [3]string{metricName, metricType, string(target.Type)}
-		if !cur.targets[tk] {
+		if !has(o.targets, tk) {
 			if v, ok := targetValue(target); ok {
-				cur.targets[tk] = true
-				g.target.WithLabelValues(ns, name, tk[0], tk[1], tk[2]).Set(v)
+				o.targets = append(o.targets, sample{tk, v})
 			}
 		}
-		vk := [2]string{metricName, metricType}
-		if cur.values[vk] {
+		vk := [3]string{metricName, metricType}
+		if has(o.values, vk) {
 			continue
 		}
 		// status.currentMetrics is in spec order, an empty entry for a
@@ -147,78 +200,50 @@ func (g *Gauges) Observe(ma *v1alpha1.MetricAutoscaler, status *v1alpha1.MetricA
 			continue
 		}
 		if v, ok := currentValue(&status.CurrentMetrics[i], target.Type); ok {
-			cur.values[vk] = true
-			g.value.WithLabelValues(ns, name, vk[0], vk[1]).Set(v)
+			o.values = append(o.values, sample{vk, v})
 		}
 	}
-
 	for _, c := range status.Conditions {
-		t := string(c.Type)
-		if cur.conditions[t] {
-			continue
-		}
-		cur.conditions[t] = true
-		for _, s := range conditionStatuses {
-			v := 0.0
-			if c.Status == s {
-				v = 1
-			}
-			g.condition.WithLabelValues(ns, name, t, string(s)).Set(v)
+		if !hasCondition(o.conditions, string(c.Type)) {
+			o.conditions = append(o.conditions, condition{string(c.Type), c.Status})
 		}
 	}
-
-	g.fallback.WithLabelValues(ns, name).Set(boolValue(status.Fallback != nil && status.Fallback.Active))
-	// Without spec.scaleToZero there is no activation state: the object is
-	// never held at zero by it.
-	g.active.WithLabelValues(ns, name).Set(boolValue(status.ScaleToZero == nil || status.ScaleToZero.Active))
 	if status.LastScaleTime != nil && !status.LastScaleTime.IsZero() {
-		cur.lastScale = true
-		g.lastScale.WithLabelValues(ns, name).Set(float64(status.LastScaleTime.Unix()))
+		v := float64(status.LastScaleTime.Unix())
+		o.lastScale = &v
 	}
 
-	if old != nil {
-		g.drop(ns, name, old, cur)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if present != nil && !present() {
+		return
 	}
+	g.objects[objectKey{ma.Namespace, ma.Name}] = o
 }
 
 // Forget deletes every series of the object ns/name.
 func (g *Gauges) Forget(ns, name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	key := objectKey{ns, name}
-	old, ok := g.objects[key]
-	if !ok {
-		return
-	}
-	delete(g.objects, key)
-	for _, v := range []*metrics.GaugeVec{g.current, g.desired, g.minimum, g.maximum, g.fallback, g.active} {
-		v.DeleteLabelValues(ns, name)
-	}
-	g.drop(ns, name, old, &series{})
+	delete(g.objects, objectKey{ns, name})
 }
 
-// drop deletes the series old has and cur does not.
-func (g *Gauges) drop(ns, name string, old, cur *series) {
-	for k := range old.values {
-		if !cur.values[k] {
-			g.value.DeleteLabelValues(ns, name, k[0], k[1])
+func has(samples []sample, labels [3]string) bool {
+	for _, s := range samples {
+		if s.labels == labels {
+			return true
 		}
 	}
-	for k := range old.targets {
-		if !cur.targets[k] {
-			g.target.DeleteLabelValues(ns, name, k[0], k[1], k[2])
+	return false
+}
+
+func hasCondition(cs []condition, t string) bool {
+	for _, c := range cs {
+		if c.condition == t {
+			return true
 		}
 	}
-	for t := range old.conditions {
-		if !cur.conditions[t] {
-			for _, s := range conditionStatuses {
-				g.condition.DeleteLabelValues(ns, name, t, string(s))
-			}
-		}
-	}
-	if old.lastScale && !cur.lastScale {
-		g.lastScale.DeleteLabelValues(ns, name)
-	}
+	return false
 }
 
 // specTarget returns a spec metric's name (the resource's for Resource and
