@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -353,7 +354,7 @@ func (o *Options) makeClients(ctx context.Context) (*rest.Config, controller.Cli
 		return nil, controller.Clients{}, nil, err
 	}
 	cached := memory.NewMemCacheClient(kube.Discovery())
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	mapper := newMemoMapper(restmapper.NewDeferredDiscoveryRESTMapper(cached))
 	scales, err := scale.NewForConfig(builtin, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
 	if err != nil {
 		return nil, controller.Clients{}, nil, err
@@ -571,7 +572,7 @@ func (l *leadership) get() (bool, string) {
 	return l.leading, l.leader
 }
 
-func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper) (metricsource.Source, error) {
+func metricsSource(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, mapper apimeta.RESTMapper) (metricsource.Source, error) {
 	apis := customclient.NewAvailableAPIsGetter(kube.Discovery())
 	go customclient.PeriodicallyInvalidate(apis, 5*time.Minute, ctx.Done())
 	return metricsource.NewREST(cfg, mapper, apis, controller.ObserveMetricRead)
