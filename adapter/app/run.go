@@ -203,8 +203,10 @@ func (o *Options) addMetricsAPIs(reg *registry.Registry, lister *objects.Lister)
 	if resourceMetrics == nil {
 		return nil
 	}
-	// metrics.k8s.io needs a node cache, and its OpenAPI definitions
-	// before Config().
+	// metrics.k8s.io reads the pod and node caches, filled from the start
+	// (without it pods are watched from the first Pods query), and needs
+	// its OpenAPI definitions before Config().
+	lister.WatchPods()
 	lister.WatchNodes()
 	o.withResourceMetricsOpenAPI()
 	return resourceMetrics
@@ -263,20 +265,21 @@ func addResourceMetricsAPI(gs *genericapiserver.GenericAPIServer, reg *registry.
 	return nil
 }
 
-// readyzChecks are the readiness checks: the watch caches filled (the node
-// one when metrics.k8s.io is served) and every provider ready.
+// readyzChecks are the readiness checks: every provider ready and, when
+// metrics.k8s.io is served, the pod and node watch caches filled. Without
+// it pods are watched from the first Pods query, which waits for the cache
+// itself: readiness does not wait for a watch that may never start.
 func readyzChecks(reg *registry.Registry, lister *objects.Lister, resourceMetrics bool) []healthz.HealthChecker {
 	checks := []healthz.HealthChecker{
-		healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
+		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
+	}
+	if resourceMetrics {
+		checks = append(checks, healthz.NamedCheck("pod-watch-cache", func(*http.Request) error {
 			if !lister.PodsSynced() {
 				return errors.New("the pod watch cache is not filled yet")
 			}
 			return nil
-		}),
-		healthz.NamedCheck("providers", func(r *http.Request) error { return providersReady(r.Context(), reg) }),
-	}
-	if resourceMetrics {
-		checks = append(checks, healthz.NamedCheck("node-watch-cache", func(*http.Request) error {
+		}), healthz.NamedCheck("node-watch-cache", func(*http.Request) error {
 			if !lister.NodesSynced() {
 				return errors.New("the node watch cache is not filled yet")
 			}

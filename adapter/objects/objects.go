@@ -1,12 +1,15 @@
 // Package objects resolves label selectors to object names from shared
 // metadata-only informers (client-go), so a Pods metric query never LISTs
-// the API server. Pods are watched from the start; the other allowed
-// resources (the config's selectorResources, by default pods and
-// namespaces: exactly what manifests/adapter/rbac.yaml grants list and
-// watch on) get an informer the first time a selector query asks for them.
-// A query on any other resource is refused with a 400 and starts nothing.
-// Nodes are watched too when the adapter serves metrics.k8s.io (WatchNodes),
-// whose storage reads both caches through Pods and Nodes.
+// the API server. The allowed resources (pods, always, and the config's
+// selectorResources, by default pods and namespaces: exactly what
+// manifests/adapter/rbac.yaml grants list and watch on) get an informer the
+// first time a selector query asks for them, so an adapter that serves only
+// External metrics holds no pod in memory. That first query waits for the
+// cache to fill, at most until its context is done (then a 503 carrying the
+// last watch error). A query on any other resource is refused with a 400
+// and starts nothing. When the adapter serves metrics.k8s.io, whose storage
+// reads the pod and node caches through Pods and Nodes, pods and nodes are
+// watched from the start (WatchPods, WatchNodes).
 package objects
 
 import (
@@ -29,7 +32,8 @@ import (
 	"github.com/metricscale/metricscale/providers/telemetry"
 )
 
-// PodsGVR is watched from the start.
+// PodsGVR is watched from the first selector query on pods, or from the
+// start when metrics.k8s.io is served (WatchPods).
 var PodsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // NodesGVR is watched only when metrics.k8s.io is served (WatchNodes).
@@ -83,10 +87,10 @@ func stripForCache(obj any) (any, error) {
 	return obj, nil
 }
 
-// New returns a Lister; pods are watched as soon as Start is called.
-// allowed are the resources selector queries may name (none:
-// DefaultSelectorResources); pods are always allowed, since readiness waits
-// for their cache.
+// New returns a Lister that watches nothing until a selector query asks
+// (or WatchPods or WatchNodes). allowed are the resources selector queries
+// may name (none: DefaultSelectorResources); pods are always allowed, since
+// the manifests always grant list and watch on them.
 func New(client metadata.Interface, mapper apimeta.RESTMapper, allowed ...schema.GroupResource) *Lister {
 	if len(allowed) == 0 {
 		allowed = DefaultSelectorResources
@@ -100,7 +104,6 @@ func New(client metadata.Interface, mapper apimeta.RESTMapper, allowed ...schema
 	for _, gr := range allowed {
 		l.allowed[gr] = true
 	}
-	l.add(PodsGVR)
 	return l
 }
 
@@ -132,14 +135,26 @@ func (l *Lister) add(gvr schema.GroupVersionResource) *entry {
 	return e
 }
 
+// WatchPods watches pods from Start on rather than from the first selector
+// query on them, for metrics.k8s.io's PodMetrics, which reads the cache
+// through Pods; call it before Start (after, it starts the watch at once).
+func (l *Lister) WatchPods() { l.watch(PodsGVR) }
+
 // WatchNodes adds a metadata informer for nodes, for metrics.k8s.io's
-// NodeMetrics; call it before Start. It does not make nodes a resource
-// selector queries may name.
-func (l *Lister) WatchNodes() {
+// NodeMetrics; call it before Start (after, it starts the watch at once).
+// It does not make nodes a resource selector queries may name.
+func (l *Lister) WatchNodes() { l.watch(NodesGVR) }
+
+// watch adds an informer for gvr if none exists, started with the others.
+func (l *Lister) watch(gvr schema.GroupVersionResource) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.informers[NodesGVR.GroupResource()]; !ok {
-		l.add(NodesGVR)
+	if _, ok := l.informers[gvr.GroupResource()]; ok {
+		return
+	}
+	l.add(gvr)
+	if l.ctx != nil {
+		l.factory.Start(l.ctx.Done())
 	}
 }
 
@@ -153,7 +168,7 @@ type Cache struct {
 	HasSynced func() bool
 }
 
-// Pods returns the pod cache.
+// Pods returns the pod cache; WatchPods must have been called.
 func (l *Lister) Pods() Cache { return l.cacheOf(PodsGVR) }
 
 // Nodes returns the node cache; WatchNodes must have been called.
@@ -178,7 +193,8 @@ func (l *Lister) NodesSynced() bool {
 	return e != nil && e.informer.HasSynced()
 }
 
-// Start starts the informers; they stop when ctx is done.
+// Start starts the informers added so far (WatchPods, WatchNodes) and lets
+// selector queries start theirs; they all stop when ctx is done.
 func (l *Lister) Start(ctx context.Context) {
 	l.mu.Lock()
 	l.ctx = ctx
@@ -186,12 +202,13 @@ func (l *Lister) Start(ctx context.Context) {
 	l.factory.Start(ctx.Done())
 }
 
-// PodsSynced reports whether the pod cache is filled (for /readyz).
+// PodsSynced reports whether the pod cache is filled (for /readyz when
+// WatchPods was called); false if pods are not watched (yet).
 func (l *Lister) PodsSynced() bool {
 	l.mu.Lock()
 	e := l.informers[PodsGVR.GroupResource()]
 	l.mu.Unlock()
-	return e.informer.HasSynced()
+	return e != nil && e.informer.HasSynced()
 }
 
 // informerFor returns the entry of gr, creating and starting an informer if
@@ -206,9 +223,14 @@ func (l *Lister) informerFor(gr schema.GroupResource) (*entry, error) {
 	if l.ctx == nil {
 		return nil, fmt.Errorf("object lister for %s is not started", gr)
 	}
-	gvr, err := l.mapper.ResourceFor(gr.WithVersion(""))
-	if err != nil {
-		return nil, providers.NewUnknownResource(gr)
+	// pods, always allowed, need no discovery (as when they were watched
+	// from the start)
+	gvr := PodsGVR
+	if gr != PodsGVR.GroupResource() {
+		var err error
+		if gvr, err = l.mapper.ResourceFor(gr.WithVersion("")); err != nil {
+			return nil, providers.NewUnknownResource(gr)
+		}
 	}
 	if !l.allowed[gvr.GroupResource()] {
 		klog.V(2).InfoS("Selector query on a resource that is not allowed", "resource", gvr.GroupResource().String())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ func obj(gvk schema.GroupVersionKind, ns, name string, lbls map[string]string) *
 func mapper() apimeta.RESTMapper {
 	m := apimeta.NewDefaultRESTMapper(nil)
 	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, apimeta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, apimeta.RESTScopeRoot)
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, apimeta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, apimeta.RESTScopeNamespace)
 	return m
@@ -111,31 +113,49 @@ func TestListNames(t *testing.T) {
 	}
 }
 
+// TestListNamesTimesOutWithTheWatchError: the first query on a resource
+// starts its informer and waits for its cache, at most until the query's
+// deadline, then fails with a 503 carrying the watch error; pods, watched
+// from their first query too, behave as any other resource.
 func TestListNamesTimesOutWithTheWatchError(t *testing.T) {
 	t.Parallel()
-	scheme := metadatafake.NewTestScheme()
-	metav1.AddMetaToScheme(scheme)
-	client := metadatafake.NewSimpleMetadataClient(scheme)
-	client.PrependReactor("list", "statefulsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New(`statefulsets.apps is forbidden: User "system:serviceaccount:metricscale:metricscale-adapter" cannot list`)
-	})
-	l := New(client, mapper(), schema.GroupResource{Group: "apps", Resource: "statefulsets"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l.Start(ctx)
-	qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer qcancel()
-	start := time.Now()
-	_, err := l.ListNames(qctx, schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "default", labels.Everything())
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Code() != 503 {
-		t.Fatalf("err = %v, want a 503", err)
+	cases := []struct {
+		name     string
+		gr       schema.GroupResource
+		listed   string // the resource in the fake's list action
+		wantName string // in the error
+	}{
+		{"statefulsets", schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "statefulsets", "statefulsets.apps"},
+		{"pods", schema.GroupResource{Resource: "pods"}, "pods", "pods"},
 	}
-	if time.Since(start) > 2*time.Second {
-		t.Errorf("took %s, want about the 500ms deadline", time.Since(start))
-	}
-	if !strings.Contains(err.Error(), "statefulsets.apps") || !strings.Contains(err.Error(), "forbidden") {
-		t.Errorf("error does not name the resource: %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			scheme := metadatafake.NewTestScheme()
+			metav1.AddMetaToScheme(scheme)
+			client := metadatafake.NewSimpleMetadataClient(scheme)
+			client.PrependReactor("list", tc.listed, func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New(tc.wantName + ` is forbidden: User "system:serviceaccount:metricscale:metricscale-adapter" cannot list`)
+			})
+			l := New(client, mapper(), tc.gr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			l.Start(ctx)
+			qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer qcancel()
+			start := time.Now()
+			_, err := l.ListNames(qctx, tc.gr, "default", labels.Everything())
+			var pe *providers.Error
+			if !errors.As(err, &pe) || pe.Code() != 503 {
+				t.Fatalf("err = %v, want a 503", err)
+			}
+			if time.Since(start) > 2*time.Second {
+				t.Errorf("took %s, want about the 500ms deadline", time.Since(start))
+			}
+			if !strings.Contains(err.Error(), "watch cache of "+tc.wantName) || !strings.Contains(err.Error(), "forbidden") {
+				t.Errorf("error does not name the resource and the watch error: %v", err)
+			}
+		})
 	}
 }
 
@@ -181,8 +201,8 @@ func TestOnlyAllowedResourcesAreWatched(t *testing.T) {
 }
 
 // TestNodesForResourceMetrics: WatchNodes fills a node cache that Nodes
-// reads (names and labels), Pods reads the pod cache, and watching nodes
-// does not make them a resource selector queries may name.
+// reads (names and labels), WatchPods a pod cache that Pods reads, and
+// watching nodes does not make them a resource selector queries may name.
 func TestNodesForResourceMetrics(t *testing.T) {
 	t.Parallel()
 	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -197,9 +217,10 @@ func TestNodesForResourceMetrics(t *testing.T) {
 	m := mapper().(*apimeta.DefaultRESTMapper)
 	m.Add(node, apimeta.RESTScopeRoot)
 	l := New(client, m)
-	if l.NodesSynced() {
-		t.Error("NodesSynced before WatchNodes")
+	if l.NodesSynced() || l.PodsSynced() {
+		t.Error("NodesSynced or PodsSynced before WatchNodes and WatchPods")
 	}
+	l.WatchPods()
 	l.WatchNodes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -277,5 +298,146 @@ func TestSetAllowed(t *testing.T) {
 	defer qcancel()
 	if _, err := l.ListNames(qctx, schema.GroupResource{Resource: "pods"}, "default", labels.Everything()); err != nil {
 		t.Errorf("pods are always allowed: %v", err)
+	}
+}
+
+// TestPodsWatch: pods are watched from the first selector query on them, so
+// an adapter that never resolves a pod selector (External metrics only)
+// never lists or watches pods; that first query (several at once) starts one
+// informer and answers from it once it is filled. WatchPods, called when
+// metrics.k8s.io is served, watches them from Start on (or at once when
+// called after Start), before any query.
+func TestPodsWatch(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		before    func(*Lister) // before Start
+		after     func(*Lister) // after Start
+		wantEager bool
+	}{
+		{name: "no watch asked: from the first pods query"},
+		{name: "nodes watched: pods still from the first query", before: (*Lister).WatchNodes},
+		{name: "WatchPods before Start (metrics.k8s.io)", before: (*Lister).WatchPods, wantEager: true},
+		{name: "WatchPods after Start", after: (*Lister).WatchPods, wantEager: true},
+	}
+	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	ns := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+	node := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			scheme := metadatafake.NewTestScheme()
+			metav1.AddMetaToScheme(scheme)
+			client := metadatafake.NewSimpleMetadataClient(scheme,
+				obj(pod, "default", "web-1", map[string]string{"app": "web"}),
+				obj(pod, "default", "web-2", map[string]string{"app": "web"}),
+				obj(pod, "default", "db-1", map[string]string{"app": "db"}),
+				obj(pod, "other", "web-9", map[string]string{"app": "web"}),
+				obj(ns, "", "default", map[string]string{"team": "a"}),
+				obj(ns, "", "other", map[string]string{"team": "b"}),
+				obj(node, "", "node-a", nil),
+			)
+			// podCalls counts the lists and watches of pods that reached
+			// the API server.
+			podCalls := func() (lists, watches int) {
+				for _, a := range client.Actions() {
+					if a.GetResource().Resource != "pods" {
+						continue
+					}
+					switch a.GetVerb() {
+					case "list":
+						lists++
+					case "watch":
+						watches++
+					}
+				}
+				return lists, watches
+			}
+			m := mapper().(*apimeta.DefaultRESTMapper)
+			m.Add(node, apimeta.RESTScopeRoot)
+			l := New(client, m)
+			if tc.before != nil {
+				tc.before(l)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			l.Start(ctx)
+			if tc.after != nil {
+				tc.after(l)
+			}
+			qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer qcancel()
+
+			// another resource's first query starts its informer, not the
+			// pods' one
+			got, err := l.ListNames(qctx, schema.GroupResource{Resource: "namespaces"}, "", labels.SelectorFromSet(labels.Set{"team": "a"}))
+			if err != nil || strings.Join(got, ",") != "default" {
+				t.Fatalf("namespaces team=a = %v, %v; want default", got, err)
+			}
+			if tc.wantEager {
+				for !l.PodsSynced() {
+					if qctx.Err() != nil {
+						t.Fatal("pods not watched before their first query")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if lists, watches := podCalls(); lists != 1 || watches < 1 {
+					t.Errorf("before any pods query: %d lists, %d watches of pods; want 1 and at least 1", lists, watches)
+				}
+				p, err := l.Pods().Lister.ByNamespace("default").Get("web-1")
+				if err != nil || p.(*metav1.PartialObjectMetadata).Labels["app"] != "web" {
+					t.Errorf("Pods() web-1 = %v, %v", p, err)
+				}
+			} else {
+				time.Sleep(100 * time.Millisecond) // a stray informer would have listed by now
+				l.mu.Lock()
+				_, watched := l.informers[PodsGVR.GroupResource()]
+				l.mu.Unlock()
+				if watched || l.PodsSynced() {
+					t.Errorf("pods informer before the first pods query (synced: %v)", l.PodsSynced())
+				}
+				if lists, watches := podCalls(); lists != 0 || watches != 0 {
+					t.Errorf("before the first pods query: %d lists, %d watches of pods reached the API server", lists, watches)
+				}
+			}
+
+			// the first pods queries, at once: one informer, right answers
+			pods := schema.GroupResource{Resource: "pods"}
+			queries := []struct {
+				ns, sel, want string
+			}{
+				{"default", "app=web", "web-1,web-2"},
+				{"", "app=web", "web-1,web-2,web-9"},
+				{"default", "app=db", "db-1"},
+				{"other", "app=db", ""},
+			}
+			answers := make([]string, len(queries))
+			errs := make([]error, len(queries))
+			var wg sync.WaitGroup
+			for i, q := range queries {
+				wg.Go(func() {
+					sel, err := labels.Parse(q.sel)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					names, err := l.ListNames(qctx, pods, q.ns, sel)
+					sort.Strings(names)
+					answers[i], errs[i] = strings.Join(names, ","), err
+				})
+			}
+			wg.Wait()
+			for i, q := range queries {
+				if errs[i] != nil || answers[i] != q.want {
+					t.Errorf("pods %s in %q = %q, %v; want %q", q.sel, q.ns, answers[i], errs[i], q.want)
+				}
+			}
+			if !l.PodsSynced() {
+				t.Error("PodsSynced is false after pods queries answered")
+			}
+			if lists, _ := podCalls(); lists != 1 {
+				t.Errorf("pods listed %d times, want once (one shared informer)", lists)
+			}
+		})
 	}
 }
