@@ -1,6 +1,7 @@
 package history
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -104,5 +105,50 @@ func TestToStatusKeepsEventsWithinPolicyPeriods(t *testing.T) {
 				t.Error("ToStatus defaulted the caller's spec in place")
 			}
 		})
+	}
+}
+
+// TestToStatusNewestOfEachSize: the status keeps, of the recommendations
+// within the window, the newest of each size; stabilizing on the history
+// read back from it gives what stabilizing on the whole history gives, for
+// any windows up to the saved one.
+func TestToStatusNewestOfEachSize(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
+	h := behavior.History{Recommendations: []behavior.Recommendation{
+		{Replicas: 3, Timestamp: at(-290)}, {Replicas: 5, Timestamp: at(-200)}, {Replicas: 3, Timestamp: at(-100)},
+		{Replicas: 3, Timestamp: at(-15)}, {Replicas: 7, Timestamp: at(-400)},
+	}}
+	got := ToStatus(h, &autoscalingv2.HorizontalPodAutoscalerSpec{}, 5*time.Minute, now).Recommendations
+	if len(got) != 2 || got[0].Replicas != 3 || !got[0].Time.Time.Equal(at(-15)) || got[1].Replicas != 5 || !got[1].Time.Time.Equal(at(-200)) {
+		t.Fatalf("recommendations %v; want 3 at -15s and 5 at -200s", got)
+	}
+
+	rng := rand.New(rand.NewPCG(29, 1))
+	for i := range 2000 {
+		full := behavior.History{}
+		for range rng.IntN(25) {
+			full.Recommendations = append(full.Recommendations, behavior.Recommendation{
+				Replicas: int32(1 + rng.IntN(4)), Timestamp: now.Add(-time.Duration(rng.IntN(400)) * time.Second)})
+		}
+		up, down := int32(rng.IntN(300)), int32(rng.IntN(300))
+		b := &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp:   &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &up},
+			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &down},
+		}
+		saved := FromStatus(ToStatus(full, &autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: b}, 5*time.Minute, now))
+		current, desired := int32(1+rng.IntN(4)), int32(1+rng.IntN(4))
+		clock := func() time.Time { return now }
+		rules := behavior.Rules{ScaleUp: b.ScaleUp, ScaleDown: b.ScaleDown, Min: 1, Max: 10}
+		a, c := full.DeepCopy(), saved.DeepCopy()
+		if x, y := a.StabilizeWithBehavior(rules, current, desired, 5*time.Minute, clock), c.StabilizeWithBehavior(rules, current, desired, 5*time.Minute, clock); x.Replicas != y.Replicas {
+			t.Fatalf("case %d: with behavior, the whole history gives %d, the saved one %d (%v / %v)", i, x.Replicas, y.Replicas, full.Recommendations, saved.Recommendations)
+		}
+		saved = FromStatus(ToStatus(full, &autoscalingv2.HorizontalPodAutoscalerSpec{}, 5*time.Minute, now))
+		a, c = full.DeepCopy(), saved.DeepCopy()
+		if x, y := a.Stabilize(desired, 5*time.Minute, clock), c.Stabilize(desired, 5*time.Minute, clock); x != y {
+			t.Fatalf("case %d: without behavior, the whole history gives %d, the saved one %d", i, x, y)
+		}
 	}
 }

@@ -372,8 +372,9 @@ type ScaleToZeroStatus struct {
 }
 
 // History is the bounded memory of an autoscaler: recommendations within
-// the longest stabilization window and scale events within the longest
-// policy period.
+// the longest stabilization window (the newest of each size: an older one
+// of the same size changes no stabilization) and scale events within the
+// longest policy period.
 type History struct {
 	// +listType=atomic
 	// +optional
