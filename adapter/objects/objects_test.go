@@ -20,6 +20,18 @@ import (
 	"github.com/metricscale/metricscale/providers"
 )
 
+// fourPods are the pods the tests select from: app=web in two namespaces,
+// app=db in one.
+func fourPods() []runtime.Object {
+	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	return []runtime.Object{
+		obj(pod, "default", "web-1", map[string]string{"app": "web"}),
+		obj(pod, "default", "web-2", map[string]string{"app": "web"}),
+		obj(pod, "default", "db-1", map[string]string{"app": "db"}),
+		obj(pod, "other", "web-9", map[string]string{"app": "web"}),
+	}
+}
+
 func obj(gvk schema.GroupVersionKind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},
@@ -38,17 +50,11 @@ func mapper() apimeta.RESTMapper {
 
 func TestListNames(t *testing.T) {
 	t.Parallel()
-	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	scheme := metadatafake.NewTestScheme()
 	metav1.AddMetaToScheme(scheme)
 	client := metadatafake.NewSimpleMetadataClient(scheme,
-		obj(pod, "default", "web-1", map[string]string{"app": "web"}),
-		obj(pod, "default", "web-2", map[string]string{"app": "web"}),
-		obj(pod, "default", "db-1", map[string]string{"app": "db"}),
-		obj(pod, "other", "web-9", map[string]string{"app": "web"}),
-		obj(dep, "default", "web", map[string]string{"tier": "front"}),
-	)
+		append(fourPods(), obj(dep, "default", "web", map[string]string{"tier": "front"}))...)
 	lists := 0
 	client.PrependReactor("list", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
 		lists++
@@ -320,7 +326,6 @@ func TestPodsWatch(t *testing.T) {
 		{name: "WatchPods before Start (metrics.k8s.io)", before: (*Lister).WatchPods, wantEager: true},
 		{name: "WatchPods after Start", after: (*Lister).WatchPods, wantEager: true},
 	}
-	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	ns := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 	node := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
 	for _, tc := range cases {
@@ -328,15 +333,10 @@ func TestPodsWatch(t *testing.T) {
 			t.Parallel()
 			scheme := metadatafake.NewTestScheme()
 			metav1.AddMetaToScheme(scheme)
-			client := metadatafake.NewSimpleMetadataClient(scheme,
-				obj(pod, "default", "web-1", map[string]string{"app": "web"}),
-				obj(pod, "default", "web-2", map[string]string{"app": "web"}),
-				obj(pod, "default", "db-1", map[string]string{"app": "db"}),
-				obj(pod, "other", "web-9", map[string]string{"app": "web"}),
+			client := metadatafake.NewSimpleMetadataClient(scheme, append(fourPods(),
 				obj(ns, "", "default", map[string]string{"team": "a"}),
 				obj(ns, "", "other", map[string]string{"team": "b"}),
-				obj(node, "", "node-a", nil),
-			)
+				obj(node, "", "node-a", nil))...)
 			// podCalls counts the lists and watches of pods that reached
 			// the API server.
 			podCalls := func() (lists, watches int) {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"slices"
 	"sync"
 
@@ -43,56 +44,49 @@ func key(gk schema.GroupKind, versions []string) mappingKey {
 }
 
 func (m *memoMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*apimeta.RESTMapping, error) {
-	k := key(gk, versions)
-	m.mu.Lock()
-	got, ok := m.mapping[k]
-	m.mu.Unlock()
-	if ok {
-		return got, nil
-	}
-	got, err := m.ResettableRESTMapper.RESTMapping(gk, versions...)
-	if err != nil {
-		return got, err
-	}
-	m.mu.Lock()
-	m.mapping[k] = got
-	m.mu.Unlock()
-	return got, nil
+	return remember(&m.mu, m.mapping, key(gk, versions), func() (*apimeta.RESTMapping, error) {
+		return m.ResettableRESTMapper.RESTMapping(gk, versions...)
+	})
 }
 
 func (m *memoMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*apimeta.RESTMapping, error) {
-	k := key(gk, versions)
-	m.mu.Lock()
-	got, ok := m.mappings[k]
-	m.mu.Unlock()
-	if ok {
-		return slices.Clone(got), nil
-	}
-	got, err := m.ResettableRESTMapper.RESTMappings(gk, versions...)
-	if err != nil || len(got) == 0 {
+	got, err := remember(&m.mu, m.mappings, key(gk, versions), func() ([]*apimeta.RESTMapping, error) {
+		got, err := m.ResettableRESTMapper.RESTMappings(gk, versions...)
+		if err == nil && len(got) == 0 {
+			err = errNoMappings // returned as the wrapped mapper did, not kept
+		}
 		return got, err
-	}
-	m.mu.Lock()
-	m.mappings[k] = slices.Clone(got)
-	m.mu.Unlock()
-	return got, nil
-}
-
-func (m *memoMapper) ResourceFor(in schema.GroupVersionResource) (schema.GroupVersionResource, error) {
-	m.mu.Lock()
-	got, ok := m.resources[in]
-	m.mu.Unlock()
-	if ok {
+	})
+	if errors.Is(err, errNoMappings) {
 		return got, nil
 	}
-	got, err := m.ResettableRESTMapper.ResourceFor(in)
-	if err != nil {
-		return got, err
+	return slices.Clone(got), err
+}
+
+var errNoMappings = errors.New("no mappings")
+
+func (m *memoMapper) ResourceFor(in schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return remember(&m.mu, m.resources, in, func() (schema.GroupVersionResource, error) {
+		return m.ResettableRESTMapper.ResourceFor(in)
+	})
+}
+
+// remember returns cache[k], or what lookup finds, kept unless it failed.
+func remember[K comparable, V any](mu *sync.Mutex, cache map[K]V, k K, lookup func() (V, error)) (V, error) {
+	mu.Lock()
+	v, ok := cache[k]
+	mu.Unlock()
+	if ok {
+		return v, nil
 	}
-	m.mu.Lock()
-	m.resources[in] = got
-	m.mu.Unlock()
-	return got, nil
+	v, err := lookup()
+	if err != nil {
+		return v, err
+	}
+	mu.Lock()
+	cache[k] = v
+	mu.Unlock()
+	return v, nil
 }
 
 func (m *memoMapper) Reset() {

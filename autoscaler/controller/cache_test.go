@@ -299,15 +299,7 @@ func TestCacheKeepsNoHistory(t *testing.T) {
 	f.clock.Step(time.Second)
 	f.reconcile(t) // sees 8 replicas: a new visible status, saved
 	f.clock.Step(time.Second)
-	writes := func() int {
-		n := 0
-		for _, a := range f.dyn.Actions() {
-			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
+	writes := f.statusWrites
 	before := writes()
 	f.reconcile(t)
 	if got := writes() - before; got != 0 {
@@ -328,15 +320,7 @@ func TestCacheKeepsNoHistory(t *testing.T) {
 func TestStatusEchoes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, metricAutoscaler(nil), 4, 240)
-	writes := func() int {
-		n := 0
-		for _, a := range f.dyn.Actions() {
-			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
+	writes := f.statusWrites
 	key := kindMA + "/default/workers"
 	f.reconcile(t) // scales 4 → 8, writes the status; its echo is cached
 	f.clock.Step(time.Second)

@@ -183,6 +183,17 @@ func (d dynamicStatus) UpdateStatus(ctx context.Context, ma *v1alpha1.MetricAuto
 	return out, runtime.DefaultUnstructuredConverter.FromUnstructured(w.Object, out)
 }
 
+// statusWrites counts the MetricAutoscaler status writes so far.
+func (f *fixture) statusWrites() int {
+	n := 0
+	for _, a := range f.dyn.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
 // reconcile runs one reconcile and returns the stored object afterwards.
 func (f *fixture) reconcile(t *testing.T) *v1alpha1.MetricAutoscaler {
 	t.Helper()
