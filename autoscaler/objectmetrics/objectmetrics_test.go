@@ -341,3 +341,42 @@ func BenchmarkGather(b *testing.B) {
 		}
 	}
 }
+
+// TestObserveDuringScrape: reconciles update and forget objects while a
+// scrape reads them (run with -race); every scrape sees whole objects.
+func TestObserveDuringScrape(t *testing.T) {
+	t.Parallel()
+	g, reg := newRegistered(t)
+	ma, status := twoMetrics()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			o := ma.DeepCopy()
+			o.Name = fmt.Sprintf("workers-%d", i%50)
+			g.Observe(o, status, nil)
+			if i%7 == 0 {
+				g.Forget(o.Namespace, o.Name)
+			}
+		}
+	}()
+	for scraping := true; scraping; {
+		select {
+		case <-done:
+			scraping = false
+		default:
+		}
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int{}
+		for _, f := range families {
+			counts[f.GetName()] = len(f.GetMetric())
+		}
+		// each object has one current_replicas series and six condition series
+		if c, r := counts["metricscale_metricautoscaler_condition"], counts["metricscale_metricautoscaler_current_replicas"]; c != 6*r {
+			t.Fatalf("%d condition series for %d objects", c, r)
+		}
+	}
+}
