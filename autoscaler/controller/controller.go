@@ -163,8 +163,9 @@ func New(cfg Config, clients Clients, inf Informers, recorder record.EventRecord
 		objects:   objectmetrics.Default,
 	}
 	c.guard = &metricsAPIGuard{c: c}
-	// The cache keeps typed objects without managedFields: an unstructured
-	// MetricAutoscaler costs many times the memory of a typed one.
+	// The cache keeps MetricAutoscalers trimmed (trimMA): no managedFields,
+	// labels, history or the status a reconcile makes anew; unstructured
+	// ones (a dynamic informer's) are made typed.
 	if err := inf.MetricAutoscalers.SetTransform(c.trimMA); err != nil {
 		return nil, fmt.Errorf("setting the MetricAutoscaler cache transform: %w", err)
 	}
