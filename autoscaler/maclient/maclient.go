@@ -46,7 +46,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	c.APIPath = "/apis"
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = codecs.WithoutConversion()
+	c.NegotiatedSerializer = newNegotiated(codecs.WithoutConversion())
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
