@@ -181,7 +181,7 @@ func TestKEDABenchmark(t *testing.T) {
 		keda := b.kedaSide(t, renv["METRICSCALE_REDIS_ADDR"], string(adminPassword))
 		restore := b.apiServiceTo(t, localcluster.KEDANamespace, kedaServiceName, localcluster.KEDAMetricsServerPort)
 		results = append(results, b.run(t, keda)...)
-		b.deleteScaledObjects(t, keda.ns)
+		b.clearKEDASide(t, keda.ns)
 		restore()
 	}
 	if strings.Contains(sides, "ours") {
@@ -841,10 +841,16 @@ func (b *kedaBench) apiServiceTo(t *testing.T, ns, svc string, port int) func() 
 	return restore
 }
 
-// deleteScaledObjects deletes the side's ScaledObjects and waits until KEDA
+// clearKEDASide deletes the side's ScaledObjects and waits until KEDA
 // has removed their HPAs: the HPA controller then idles for the other side.
-func (b *kedaBench) deleteScaledObjects(t *testing.T, ns string) {
+// Then it deletes the side's Deployments and their pods, so that the other
+// side starts on the cluster the first one had: left, they filled
+// metricscale's caches (its adapter's pods, its autoscaler's Deployments)
+// with thousands of objects that were not its own, and its memory and GC
+// with them.
+func (b *kedaBench) clearKEDASide(t *testing.T, ns string) {
 	ctx := context.Background()
+	start := time.Now()
 	if err := cluster.Dynamic.Resource(scaledObjectsGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -855,6 +861,36 @@ func (b *kedaBench) deleteScaledObjects(t *testing.T, ns string) {
 		}
 		return len(l.Items) == 0, fmt.Sprintf("%d HPAs left", len(l.Items)), nil
 	})
+	apps := cluster.Client.AppsV1()
+	if err := apps.Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The ReplicaSets first: while one is left, it makes its pods again.
+	none := func(what string, list func(context.Context, metav1.ListOptions) (int, error)) func(context.Context) (bool, string, error) {
+		return func(ctx context.Context) (bool, string, error) {
+			n, err := list(ctx, metav1.ListOptions{Limit: 1})
+			return n == 0, fmt.Sprintf("%s left", what), err
+		}
+	}
+	Eventually(t, 5*time.Minute, 2*time.Second, "KEDA's side's ReplicaSets gone", none("ReplicaSets", func(ctx context.Context, o metav1.ListOptions) (int, error) {
+		l, err := apps.ReplicaSets(ns).List(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		return len(l.Items), nil
+	}))
+	zero := int64(0)
+	if err := cluster.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 5*time.Minute, 2*time.Second, "KEDA's side's pods gone", none("pods", func(ctx context.Context, o metav1.ListOptions) (int, error) {
+		l, err := cluster.Client.CoreV1().Pods(ns).List(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		return len(l.Items), nil
+	}))
+	t.Logf("KEDA's side: ScaledObjects, HPAs, Deployments and pods deleted in %s", time.Since(start).Round(time.Second))
 }
 
 // benchFeed is the redis provider's feed the run uses: METRICSCALE_BENCH_FEED=keyspace,
