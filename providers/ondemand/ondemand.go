@@ -190,17 +190,13 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	}
 	out := &external_metrics.ExternalMetricValueList{}
 	ts := metav1.NewTime(r.at)
-	// Matched through a view: a map per series was most of a query's CPU
-	// (and garbage) when one metric holds many lists and each autoscaler
-	// selects one.
-	view := &seriesView{m: m}
+	// Matched without making each series' labels: a map per series was
+	// most of a query's CPU (and garbage) when one metric holds many lists
+	// and each autoscaler selects one.
+	match := newMatcher(m, namespace, sel)
 	for i := range r.series {
 		s := &r.series[i]
-		view.s = s
-		if ns, ok := view.Lookup(NamespaceLabel); ok && ns != namespace {
-			continue
-		}
-		if !sel.Matches(view) {
+		if !match.matches(s) {
 			continue
 		}
 		lbls := m.seriesLabels(*s)
