@@ -16,16 +16,16 @@ type negotiated struct {
 	infos []runtime.SerializerInfo
 }
 
-func newNegotiated(base runtime.NegotiatedSerializer) negotiated {
+func newNegotiated(base runtime.NegotiatedSerializer, echoes *echoes) negotiated {
 	infos := append([]runtime.SerializerInfo(nil), base.SupportedMediaTypes()...)
 	for i := range infos {
 		if infos[i].MediaType != runtime.ContentTypeJSON {
 			continue
 		}
-		infos[i].Serializer = direct{infos[i].Serializer}
+		infos[i].Serializer = direct{infos[i].Serializer, echoes}
 		if s := infos[i].StreamSerializer; s != nil {
 			stream := *s
-			stream.Serializer = direct{s.Serializer}
+			stream.Serializer = direct{s.Serializer, echoes}
 			infos[i].StreamSerializer = &stream
 		}
 	}
@@ -39,12 +39,23 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.in
 // document once more to find its apiVersion and kind, and a watch event is
 // decoded twice that way (the event, then its object): at 1,000 objects
 // that was most of the autoscaler's decoding. Anything else, or a document
-// of another kind (a Status, say), goes to the generic serializer.
-type direct struct{ runtime.Serializer }
+// of another kind (a Status, say), goes to the generic serializer. A watch
+// event's object that is the echo of this client's own status write is not
+// decoded at all (echoes).
+type direct struct {
+	runtime.Serializer
+	echoes *echoes
+}
 
 func (d direct) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	switch into := into.(type) {
 	case nil:
+		if d.echoes != nil {
+			if ma := d.echoes.take(data); ma != nil {
+				gvk := v1alpha1.GroupVersion.WithKind("MetricAutoscaler")
+				return ma, &gvk, nil
+			}
+		}
 		ma := &v1alpha1.MetricAutoscaler{}
 		if gvk, ok := decodeKind(data, ma, "MetricAutoscaler"); ok {
 			return ma, gvk, nil

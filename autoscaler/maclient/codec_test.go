@@ -82,7 +82,7 @@ func TestDirectDecode(t *testing.T) {
 		{"event", []byte(`{"type":"ADDED","object":` + string(obj) + `}`), func() runtime.Object { return &metav1.WatchEvent{} }},
 		{"malformed", obj[:len(obj)-1], func() runtime.Object { return &v1alpha1.MetricAutoscaler{} }},
 	}
-	generic, fast := codecs.WithoutConversion(), newNegotiated(codecs.WithoutConversion())
+	generic, fast := codecs.WithoutConversion(), newNegotiated(codecs.WithoutConversion(), nil)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -122,7 +122,7 @@ func TestDirectWatch(t *testing.T) {
 			out = append(out, watch.Event{Type: typ, Object: obj})
 		}
 	}
-	want, got := collect(codecs.WithoutConversion()), collect(newNegotiated(codecs.WithoutConversion()))
+	want, got := collect(codecs.WithoutConversion()), collect(newNegotiated(codecs.WithoutConversion(), nil))
 	if len(got) != 4 || got[3].Type != watch.Error {
 		t.Fatalf("got %d events, the last %v; want 3 and an ERROR", len(got), got[len(got)-1].Type)
 	}
@@ -145,7 +145,8 @@ func TestClientOverHTTP(t *testing.T) {
 		case r.URL.Query().Get("watch") == "true":
 			_, _ = w.Write(events(obj, 2))
 		case r.Method == http.MethodPut:
-			_, _ = w.Write(obj)
+			// as the API server answers: the object and a newline
+			_, _ = w.Write(append(append([]byte(nil), obj...), '\n'))
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(notFound))
@@ -173,8 +174,10 @@ func TestClientOverHTTP(t *testing.T) {
 	}
 	defer w.Stop()
 	var types []watch.EventType
+	var objs []runtime.Object
 	for ev := range w.ResultChan() {
 		types = append(types, ev.Type)
+		objs = append(objs, ev.Object)
 		if ev.Type == watch.Error {
 			if st, ok := ev.Object.(*metav1.Status); !ok || st.Code != 410 {
 				t.Errorf("ERROR event holds %#v", ev.Object)
@@ -186,7 +189,49 @@ func TestClientOverHTTP(t *testing.T) {
 		}
 	}
 	if fmt.Sprint(types) != "[MODIFIED MODIFIED ERROR]" {
-		t.Errorf("events %v", types)
+		t.Fatalf("events %v", types)
+	}
+	// The first event is the status write's echo, taken from the write's
+	// answer; the second the same bytes again, decoded.
+	if n := c.echoes.taken.Load(); n != 1 {
+		t.Errorf("%d echoes taken, want 1", n)
+	}
+	if objs[0] == objs[1] || !reflect.DeepEqual(objs[0], objs[1]) {
+		t.Errorf("the echo and the decoded event differ (or are one object):\n%#v\n%#v", objs[0], objs[1])
+	}
+	if objs[0] == runtime.Object(written) {
+		t.Error("the watch got the object the write returned, which its caller may change")
+	}
+}
+
+// TestEchoes: a kept write is taken once, by the same bytes only, and the
+// oldest is dropped at capacity.
+func TestEchoes(t *testing.T) {
+	t.Parallel()
+	e := newEchoes()
+	raw := wire(t)
+	ma := &v1alpha1.MetricAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}}
+	e.put(append(append([]byte(nil), raw...), '\n'), ma)
+	if got := e.take(raw[:len(raw)-1]); got != nil {
+		t.Error("other bytes took the echo")
+	}
+	if got := e.take(raw); got != ma {
+		t.Fatalf("took %v, want the object put", got)
+	}
+	if got := e.take(raw); got != nil {
+		t.Error("an echo was taken twice")
+	}
+	for i := range echoCapacity + 1 {
+		e.put([]byte(fmt.Sprintf(`{"n":%d}`, i)), &v1alpha1.MetricAutoscaler{})
+	}
+	if e.take([]byte(`{"n":0}`)) != nil {
+		t.Error("the oldest echo was kept past capacity")
+	}
+	if e.take([]byte(`{"n":1}`)) == nil || e.take([]byte(fmt.Sprintf(`{"n":%d}`, echoCapacity))) == nil {
+		t.Error("a recent echo was dropped")
+	}
+	if len(e.byHash) != echoCapacity-2 {
+		t.Errorf("%d echoes kept, want %d", len(e.byHash), echoCapacity-2)
 	}
 }
 
@@ -199,7 +244,7 @@ func BenchmarkWatchEvent(b *testing.B) {
 	for _, s := range []struct {
 		name string
 		ns   runtime.NegotiatedSerializer
-	}{{"generic", codecs.WithoutConversion()}, {"direct", newNegotiated(codecs.WithoutConversion())}} {
+	}{{"generic", codecs.WithoutConversion()}, {"direct", newNegotiated(codecs.WithoutConversion(), nil)}} {
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var d *restclientwatch.Decoder

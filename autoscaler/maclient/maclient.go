@@ -34,7 +34,8 @@ func init() {
 
 // Client reads and writes MetricAutoscalers.
 type Client struct {
-	rest rest.Interface
+	rest   rest.Interface
+	echoes *echoes
 }
 
 // NewForConfig makes a client from cfg (its host, credentials and rate
@@ -46,7 +47,8 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	c.APIPath = "/apis"
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = newNegotiated(codecs.WithoutConversion())
+	echoes := newEchoes()
+	c.NegotiatedSerializer = newNegotiated(codecs.WithoutConversion(), echoes)
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -54,7 +56,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("MetricAutoscaler client: %w", err)
 	}
-	return &Client{rest: rc}, nil
+	return &Client{rest: rc, echoes: echoes}, nil
 }
 
 // MetricAutoscalers is the typed client of one namespace ("" for all).
@@ -66,9 +68,18 @@ func (c *Client) MetricAutoscalers(ns string) *gentype.ClientWithList[*v1alpha1.
 }
 
 // UpdateStatus writes ma's status (the status subresource) and returns the
-// object as stored.
+// object as stored. A copy is kept for the watch event of this write
+// (echoes).
 func (c *Client) UpdateStatus(ctx context.Context, ma *v1alpha1.MetricAutoscaler) (*v1alpha1.MetricAutoscaler, error) {
-	return c.MetricAutoscalers(ma.Namespace).UpdateStatus(ctx, ma, metav1.UpdateOptions{})
+	res := c.rest.Put().Namespace(ma.Namespace).Resource(v1alpha1.Resource).Name(ma.Name).SubResource("status").Body(ma).Do(ctx)
+	out := &v1alpha1.MetricAutoscaler{}
+	if err := res.Into(out); err != nil {
+		return nil, err
+	}
+	if raw, err := res.Raw(); err == nil && len(raw) > 0 {
+		c.echoes.put(raw, out.DeepCopy())
+	}
+	return out, nil
 }
 
 // NewInformer is a shared informer of the MetricAutoscalers of every
