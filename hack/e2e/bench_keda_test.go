@@ -96,7 +96,19 @@ type kbResult struct {
 	measuredMemory       bool
 	apiBy                map[string]float64
 	reachedRounds, total int
+	// steady is the side's CPU and decisions over a window without
+	// bursts, its objects all active: what its periodic work costs.
+	steady *kbSteady
 }
+
+type kbSteady struct {
+	window    time.Duration
+	cpu       float64
+	decisions int
+}
+
+// kbSteadyWindow is how long the steady state is measured.
+const kbSteadyWindow = 30 * time.Second
 
 // TestKEDABenchmark is issue 29's benchmark: N ScaledObjects (KEDA v2.21.0,
 // its metrics server holding v1beta1.external.metrics.k8s.io as it is
@@ -439,10 +451,13 @@ func (b *kedaBench) run(t *testing.T, s *kbSide) []kbResult {
 	})
 	t.Logf("%s: all %d objects active %s after their creation", s.name, b.n, time.Since(start).Round(time.Second))
 
+	steady := b.steady(t, s, pids)
+
 	level := int32(kbMin)
 	// A round's limit after its pushes: a few periods, and more for more objects.
 	extra := time.Duration(b.n) * 50 * time.Millisecond
 	res := b.measure(t, s, s.defaults, scales, &level, 60*time.Second+extra, pids)
+	res.steady = steady
 	res.idleAPIPerSecond = idle
 	res.rssKiB = b.rss(t, pids)
 	res.rssDeltaKiB = res.rssKiB - rss0
@@ -478,6 +493,28 @@ func (b *kedaBench) rss(t *testing.T, pids map[string]int) int64 {
 		sum += rssKiB(t, pid)
 	}
 	return sum
+}
+
+// steady measures the side's CPU and decisions over kbSteadyWindow
+// without a burst, after 15 s for its objects' first writes to settle:
+// each object is decided at its sync period, and nothing changes.
+func (b *kedaBench) steady(t *testing.T, s *kbSide, pids map[string]int) *kbSteady {
+	time.Sleep(15 * time.Second)
+	cpu0 := map[string]float64{}
+	for c, pid := range pids {
+		cpu0[c] = cpuSeconds(t, pid)
+	}
+	all0, _ := s.decided(t)
+	at0 := time.Now()
+	time.Sleep(kbSteadyWindow)
+	out := &kbSteady{window: time.Since(at0)}
+	for c, pid := range pids {
+		out.cpu += cpuSeconds(t, pid) - cpu0[c]
+	}
+	all1, _ := s.decided(t)
+	out.decisions = all1 - all0
+	t.Logf("%s, steady (no bursts, %s): %.2f CPU s, %d decisions", s.name, out.window.Round(time.Second), out.cpu, out.decisions)
+	return out
 }
 
 // measure runs b.rounds rounds: each list gets a burst at a random time
@@ -1007,6 +1044,10 @@ func printKEDABenchmark(n, rounds int, results []kbResult, took time.Duration) {
 			fmt.Printf(" %s %.2f", c, r.cpuBy[c])
 		}
 		fmt.Printf("; decisions %d (%d without error); bursts not scaled to the expected size first: %d\n", r.decisions, r.ok, r.offTarget)
+		if st := r.steady; st != nil && st.decisions > 0 {
+			fmt.Printf("  steady, before the rounds (no bursts, %s): %.2f CPU s (%.0f ms a second), %d decisions (%.1f/s): CPU s/1k %.3f\n",
+				st.window.Round(time.Second), st.cpu, 1000*st.cpu/st.window.Seconds(), st.decisions, float64(st.decisions)/st.window.Seconds(), 1000*st.cpu/float64(st.decisions))
+		}
 		fmt.Printf("  redis calls:")
 		for _, c := range topKeys(r.redisBy, 8) {
 			fmt.Printf(" %s %d", c, r.redisBy[c])
