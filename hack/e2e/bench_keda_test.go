@@ -506,7 +506,9 @@ func (b *kedaBench) steady(t *testing.T, s *kbSide, pids map[string]int) *kbStea
 	}
 	all0, _ := s.decided(t)
 	at0 := time.Now()
+	profiles := b.saveProfiles(t, s, "steady", kbSteadyWindow)
 	time.Sleep(kbSteadyWindow)
+	profiles.Wait()
 	out := &kbSteady{window: time.Since(at0)}
 	for c, pid := range pids {
 		out.cpu += cpuSeconds(t, pid) - cpu0[c]
@@ -537,7 +539,7 @@ func (b *kedaBench) measure(t *testing.T, s *kbSide, setting string, scales *sca
 	for i := range burst {
 		burst[i] = "job"
 	}
-	profiles := b.saveProfiles(t, s, setting)
+	profiles := b.saveProfiles(t, s, setting, kbSpread+10*time.Second)
 	defer profiles.Wait()
 	for r := range b.rounds {
 		before := *level
@@ -629,16 +631,17 @@ func (b *kedaBench) measure(t *testing.T, s *kbSide, setting string, scales *sca
 }
 
 // saveProfiles, with METRICSCALE_BENCH_PROFILES=DIR, saves CPU profiles of
-// our side's processes over its first round (the bursts' spread and 10 s
-// more) as DIR/NAME-SETTING.cpu.pprof; KEDA's side serves none.
-func (b *kedaBench) saveProfiles(t *testing.T, s *kbSide, setting string) *sync.WaitGroup {
+// our side's processes over window (a setting's first round: the bursts'
+// spread and 10 s more; or the steady window) as
+// DIR/NAME-nN-SETTING.cpu.pprof; KEDA's side serves none.
+func (b *kedaBench) saveProfiles(t *testing.T, s *kbSide, setting string, window time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	dir := os.Getenv("METRICSCALE_BENCH_PROFILES")
 	if dir == "" || s.prefix != kbOursPrefix {
 		return &wg
 	}
 	name, _, _ := strings.Cut(setting, ":")
-	seconds := int((kbSpread + 10*time.Second).Seconds())
+	seconds := int(window.Seconds())
 	for proc, addr := range map[string]string{"metricscale-autoscaler": oursAddr, "metricscale-adapter": adapterAddr} {
 		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", addr, seconds)
 		wg.Go(func() { saveProfile(t, url, filepath.Join(dir, fmt.Sprintf("%s-n%d-%s.cpu.pprof", proc, b.n, name))) })
