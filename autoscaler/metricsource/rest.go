@@ -125,9 +125,13 @@ func (r *REST) ObjectMetric(ctx context.Context, metricName, namespace string, r
 func (r *REST) ExternalMetric(ctx context.Context, metricName, namespace string, selector labels.Selector) ([]int64, time.Time, error) {
 	start := time.Now()
 	list := &externalmetricsv1beta1.ExternalMetricValueList{}
-	err := r.external.Get().Namespace(namespace).Resource(metricName).
-		VersionedParams(&metav1.ListOptions{LabelSelector: selector.String()}, metav1.ParameterCodec).
-		Do(ctx).Into(list)
+	req := r.external.Get().Namespace(namespace).Resource(metricName)
+	// The query ListOptions{LabelSelector} would make, without the
+	// parameter codec's reflection at every read.
+	if s := selector.String(); s != "" {
+		req = req.Param("labelSelector", s)
+	}
+	err := req.Do(ctx).Into(list)
 	r.done("external", start, err)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("unable to fetch metrics from external metrics API: %w", err)

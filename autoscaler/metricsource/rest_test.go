@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
@@ -139,5 +140,42 @@ func TestRESTHonoursContext(t *testing.T) {
 				t.Errorf("error %v; want the context's deadline", err)
 			}
 		})
+	}
+}
+
+// TestExternalQuery: the external read sends the query the parameter codec
+// makes of ListOptions{LabelSelector}, as k8s.io/metrics' client does.
+func TestExternalQuery(t *testing.T) {
+	t.Parallel()
+	queries := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries <- r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(externalmetricsv1beta1.ExternalMetricValueList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "external.metrics.k8s.io/v1beta1", Kind: "ExternalMetricValueList"},
+			Items:    []externalmetricsv1beta1.ExternalMetricValue{{MetricName: "lag", Value: resource.MustParse("1")}}})
+	}))
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL}
+	src, err := NewREST(cfg, nil, v1beta2Only{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := apiClient(cfg, externalmetricsv1beta1.SchemeGroupVersion, scheme.Codecs.WithoutConversion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"", "topic=a", "key in (a,b),!gone,tier!=x"} {
+		sel, err := labels.Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := codec.Get().VersionedParams(&metav1.ListOptions{LabelSelector: sel.String()}, metav1.ParameterCodec).URL().RawQuery
+		if _, _, err := src.ExternalMetric(context.Background(), "lag", "ns", sel); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-queries; got != want {
+			t.Errorf("selector %q: query %q, want %q", text, got, want)
+		}
 	}
 }
