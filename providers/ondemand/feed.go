@@ -368,7 +368,7 @@ func (p *Provider) Refresh(ctx context.Context, names []string) {
 			if m.CacheTTL != nil {
 				ttl = *m.CacheTTL
 			}
-			p.readings.Put(name, reading{series: s, at: p.clock.Now()}, ttl)
+			p.readings.Put(name, newReading(s, p.clock.Now()), ttl)
 			if p.feed != nil {
 				feedPollReads.WithLabelValues(p.name, "ok").Inc()
 				p.feed.observe(m, s)

@@ -1,6 +1,8 @@
 package ondemand
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -80,4 +82,58 @@ func (mt *matcher) matches(s *Series) bool {
 	}
 	mt.view.s = s
 	return mt.generic.Matches(&mt.view)
+}
+
+// candidates are the positions in r of the only series that can match:
+// those with the value of the first equality on a backend label, from r's
+// index. nil means every series (no such equality, or the index is of
+// another label).
+func (mt *matcher) candidates(r reading) []int32 {
+	if mt.never || mt.generic != nil || r.index == nil {
+		return nil
+	}
+	for _, eq := range mt.eqs {
+		if !eq.optional {
+			if c, ok := r.index.of(r.series, eq.key, eq.value); ok {
+				if c == nil {
+					c = []int32{}
+				}
+				return c
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// seriesIndex finds a reading's series by the value of one label: the
+// label of the first query that selects on one, as each autoscaler of a
+// metric holding many lists selects its own. Built once per reading, it
+// replaces a test of every series at each query (at 1,000 series, most of
+// the adapter's CPU between changes).
+type seriesIndex struct {
+	mu    sync.Mutex
+	key   string
+	built bool
+	byVal map[string][]int32
+}
+
+// of returns the positions of the series whose label key has value, in
+// order, and false when the index is of another label.
+func (x *seriesIndex) of(series []Series, key, value string) ([]int32, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.built {
+		x.key, x.built = key, true
+		x.byVal = make(map[string][]int32, len(series))
+		for i := range series {
+			if v, ok := series[i].Labels[key]; ok {
+				x.byVal[v] = append(x.byVal[v], int32(i))
+			}
+		}
+	}
+	if x.key != key {
+		return nil, false
+	}
+	return x.byVal[value], true
 }

@@ -121,6 +121,12 @@ type Provider struct {
 type reading struct {
 	series []Series
 	at     time.Time
+	// index is shared by the queries this reading answers.
+	index *seriesIndex
+}
+
+func newReading(series []Series, at time.Time) reading {
+	return reading{series: series, at: at, index: &seriesIndex{}}
 }
 
 // New builds a provider named name serving metrics.
@@ -194,7 +200,16 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	// most of a query's CPU (and garbage) when one metric holds many lists
 	// and each autoscaler selects one.
 	match := newMatcher(m, namespace, sel)
-	for i := range r.series {
+	candidates := match.candidates(r)
+	n := len(r.series)
+	if candidates != nil {
+		n = len(candidates)
+	}
+	for k := range n {
+		i := k
+		if candidates != nil {
+			i = int(candidates[k])
+		}
 		s := &r.series[i]
 		if !match.matches(s) {
 			continue
@@ -242,7 +257,7 @@ func (p *Provider) read(ctx context.Context, m *Metric) (reading, error) {
 		if err == nil {
 			p.feed.observe(m, s)
 		}
-		return reading{series: s, at: p.clock.Now()}, err
+		return newReading(s, p.clock.Now()), err
 	})
 }
 
