@@ -889,11 +889,21 @@ func (b *kedaBench) apiServiceTo(t *testing.T, ns, svc string, port int) func() 
 // with thousands of objects that were not its own, and its memory and GC
 // with them.
 func (b *kedaBench) clearKEDASide(t *testing.T, ns string) {
-	ctx := context.Background()
 	start := time.Now()
-	if err := cluster.Dynamic.Resource(scaledObjectsGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
+	// Deleting 1,000 ScaledObjects (KEDA's finalizer on each) can outlast
+	// the request's timeout on a busy machine: the server then resets the
+	// stream, having deleted some. Asked again until one call succeeds.
+	deleteAll := func(what string, del func(context.Context) error) {
+		Eventually(t, 5*time.Minute, 2*time.Second, "KEDA's side's "+what+" deleted", func(ctx context.Context) (bool, string, error) {
+			if err := del(ctx); err != nil {
+				return false, err.Error(), nil
+			}
+			return true, "", nil
+		})
 	}
+	deleteAll("ScaledObjects", func(ctx context.Context) error {
+		return cluster.Dynamic.Resource(scaledObjectsGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
 	Eventually(t, 3*time.Minute, 2*time.Second, "KEDA's HPAs gone", func(ctx context.Context) (bool, string, error) {
 		l, err := cluster.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -902,9 +912,9 @@ func (b *kedaBench) clearKEDASide(t *testing.T, ns string) {
 		return len(l.Items) == 0, fmt.Sprintf("%d HPAs left", len(l.Items)), nil
 	})
 	apps := cluster.Client.AppsV1()
-	if err := apps.Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteAll("Deployments", func(ctx context.Context) error {
+		return apps.Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
 	// The ReplicaSets first: while one is left, it makes its pods again.
 	none := func(what string, list func(context.Context, metav1.ListOptions) (int, error)) func(context.Context) (bool, string, error) {
 		return func(ctx context.Context) (bool, string, error) {
@@ -920,9 +930,9 @@ func (b *kedaBench) clearKEDASide(t *testing.T, ns string) {
 		return len(l.Items), nil
 	}))
 	zero := int64(0)
-	if err := cluster.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteAll("pods", func(ctx context.Context) error {
+		return cluster.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	})
 	Eventually(t, 5*time.Minute, 2*time.Second, "KEDA's side's pods gone", none("pods", func(ctx context.Context, o metav1.ListOptions) (int, error) {
 		l, err := cluster.Client.CoreV1().Pods(ns).List(ctx, o)
 		if err != nil {
