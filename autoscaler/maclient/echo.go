@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 
 	"github.com/metricscale/metricscale/autoscaler/api/v1alpha1"
 )
@@ -24,7 +23,6 @@ type echoes struct {
 	byHash map[uint64]echo
 	ring   [echoCapacity]uint64 // hashes in the order put, for eviction
 	next   int
-	taken  atomic.Int64
 }
 
 type echo struct {
@@ -62,6 +60,5 @@ func (e *echoes) take(raw []byte) *v1alpha1.MetricAutoscaler {
 		return nil
 	}
 	delete(e.byHash, h)
-	e.taken.Add(1)
 	return ec.obj
 }

@@ -76,7 +76,7 @@ func (c *Client) UpdateStatus(ctx context.Context, ma *v1alpha1.MetricAutoscaler
 	if err := res.Into(out); err != nil {
 		return nil, err
 	}
-	if raw, err := res.Raw(); err == nil && len(raw) > 0 {
+	if raw, _ := res.Raw(); len(raw) > 0 {
 		c.echoes.put(raw, out.DeepCopy())
 	}
 	return out, nil

@@ -32,14 +32,7 @@ type labelEq struct {
 // query's CPU.
 func newMatcher(m *Metric, namespace string, sel labels.Selector) *matcher {
 	mt := &matcher{view: seriesView{m: m}}
-	static := func(key string) (string, bool) {
-		if key == NamespaceLabel && m.Namespace != "" {
-			return m.Namespace, true
-		}
-		v, ok := m.Labels[key]
-		return v, ok
-	}
-	if v, ok := static(NamespaceLabel); ok {
+	if v, ok := m.staticLabel(NamespaceLabel); ok {
 		mt.never = v != namespace
 	} else {
 		mt.eqs = append(mt.eqs, labelEq{key: NamespaceLabel, value: namespace, optional: true})
@@ -55,7 +48,7 @@ func newMatcher(m *Metric, namespace string, sel labels.Selector) *matcher {
 			mt.generic = sel
 			return mt
 		}
-		if v, ok := static(r.Key()); ok {
+		if v, ok := m.staticLabel(r.Key()); ok {
 			mt.never = mt.never || v != values[0]
 			continue
 		}

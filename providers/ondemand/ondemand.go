@@ -71,8 +71,9 @@ type Metric struct {
 	// AllowNegative serves negative values (a signed SQL result); without
 	// it a negative value is a 503, as for a count it is a backend bug.
 	AllowNegative bool
-	// Read returns every series of the metric. It must honour ctx. An
-	// empty answer is a valid reading (no queue matches); the query then
+	// Read returns every series of the metric. It must honour ctx, and not
+	// change the series it returned: queries share them (and their index).
+	// An empty answer is a valid reading (no queue matches); the query then
 	// gets a 404 naming the metric.
 	Read func(ctx context.Context) ([]Series, error)
 }
@@ -329,13 +330,20 @@ func (v *seriesView) names(dst []string) []string {
 }
 
 func (v *seriesView) Lookup(label string) (string, bool) {
-	if label == NamespaceLabel && v.m.Namespace != "" {
-		return v.m.Namespace, true
-	}
-	if val, ok := v.m.Labels[label]; ok {
+	if val, ok := v.m.staticLabel(label); ok {
 		return val, true
 	}
 	val, ok := v.s.Labels[label]
+	return val, ok
+}
+
+// staticLabel is a served label the metric sets on every series, over the
+// backend's: its namespace, then its labels.
+func (m *Metric) staticLabel(label string) (string, bool) {
+	if label == NamespaceLabel && m.Namespace != "" {
+		return m.Namespace, true
+	}
+	val, ok := m.Labels[label]
 	return val, ok
 }
 
