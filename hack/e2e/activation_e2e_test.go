@@ -107,6 +107,8 @@ func TestActivation(t *testing.T) {
 	// from the last reconcile that saw 25 has passed.
 	q.set(0)
 	waitReplicas(t, ns, "worker", 1, 30*time.Second)
+	// The scale is written before the status: wait for the status too.
+	waitMAStatus(t, ns, "worker", 1)
 	m = mustGetMA(t, ns)
 	last := m.Status.ScaleToZero.LastActiveTime
 	if m.Status.ScaleToZero.Active || last == nil {
