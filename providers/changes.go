@@ -3,6 +3,7 @@ package providers
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 // Change tells that the value of a series changed, appeared or went away, so
@@ -40,6 +41,21 @@ type ChangeSink interface {
 type ChangeAudience interface {
 	// Subscribers is the number of listeners now.
 	Subscribers() int
+}
+
+// CoverageSink is implemented by a ChangeSink that tells its listeners
+// which metrics it covers (the adapter's change hub, see package
+// changefeed): a provider covers a metric while it publishes every change of
+// its every series within maxAge, so that a reader may reuse a value
+// instead of reading it again.
+type CoverageSink interface {
+	// Cover starts (or renews) the coverage of an external or custom
+	// metric (kind as Change.Kind): lease is how long it lasts without a
+	// query, maxAge how late a change is published and how old a served
+	// reading may be.
+	Cover(kind, metric string, lease, maxAge time.Duration)
+	// Uncover ends it, and tells every series of the metric changed.
+	Uncover(kind, metric string)
 }
 
 // LabelsKey is a canonical string of a label set: equal sets give equal keys,

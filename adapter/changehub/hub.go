@@ -15,6 +15,7 @@ package changehub
 
 import (
 	"sync"
+	"time"
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/changefeed"
@@ -43,6 +44,8 @@ type Hub struct {
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	closed bool
+	// covered: the metrics the providers cover (see Cover), by kind and name.
+	covered map[string]coverage
 
 	// Holds delay changes published after they began until they end (see
 	// Hold). seq numbers changes; holds maps each open hold to the seq it
@@ -69,7 +72,25 @@ type change struct {
 var (
 	_ providers.ChangeSink     = (*Hub)(nil)
 	_ providers.ChangeAudience = (*Hub)(nil) // the polled providers poll while someone listens
+	_ providers.CoverageSink   = (*Hub)(nil)
 )
+
+// coverage is one covered metric, or the end of its coverage (off).
+type coverage struct {
+	kind, name    string
+	lease, maxAge time.Duration
+	off           bool
+}
+
+func (c coverage) key() string { return c.kind + "\x00" + c.name }
+
+func (c coverage) event() changefeed.Event {
+	if c.off {
+		return changefeed.Event{Type: changefeed.TypeUncovered, Kind: c.kind, Name: c.name}
+	}
+	return changefeed.Event{Type: changefeed.TypeCovered, Kind: c.kind, Name: c.name,
+		LeaseSeconds: int(c.lease / time.Second), MaxAgeMillis: c.maxAge.Milliseconds()}
+}
 
 // New returns a hub without subscribers.
 func New(o Options) *Hub {
@@ -80,7 +101,40 @@ func New(o Options) *Hub {
 		o.MaxSeriesPerMetric = DefaultMaxSeriesPerMetric
 	}
 	return &Hub{maxPending: o.MaxPending, maxSeriesPerMetric: o.MaxSeriesPerMetric,
-		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}}
+		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}, covered: map[string]coverage{}}
+}
+
+// Cover implements providers.CoverageSink: every subscriber hears that the
+// metric is covered (a new one too, after its hello). Not held: a
+// subscriber trusts only what it reads after hearing it.
+func (h *Hub) Cover(kind, metric string, lease, maxAge time.Duration) {
+	c := coverage{kind: kind, name: metric, lease: lease, maxAge: maxAge}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.covered[c.key()] == c {
+		return
+	}
+	h.covered[c.key()] = c
+	for s := range h.subs {
+		s.cover(c)
+	}
+}
+
+// Uncover implements providers.CoverageSink: every subscriber hears that
+// the metric is no longer covered, and that all its series changed.
+func (h *Hub) Uncover(kind, metric string) {
+	c := coverage{kind: kind, name: metric, off: true}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.covered[c.key()]; h.closed || !ok {
+		return
+	}
+	delete(h.covered, c.key())
+	ch := newChange(providers.Change{Kind: kind, Metric: metric, All: true})
+	for s := range h.subs {
+		s.cover(c)
+		s.add(&ch)
+	}
 }
 
 // Publish implements providers.ChangeSink: it hands c to every subscriber
@@ -170,6 +224,9 @@ func (h *Hub) Subscribe() *Subscription {
 		return s
 	}
 	h.subs[s] = struct{}{}
+	s.mu.Lock()
+	s.coverAll()
+	s.mu.Unlock()
 	return s
 }
 
@@ -219,6 +276,10 @@ type Subscription struct {
 	order     []*pendingMetric // in order of arrival
 	count     int              // pending entries: one per series, or one per "every series" metric
 	overflows int              // resyncs caused by this subscriber's limit
+	// coverage waiting to be told, the latest of each metric, in order of
+	// arrival; kept through a resync, which it follows.
+	coverage   map[string]coverage
+	coverOrder []string
 }
 
 // pendingMetric is what waits of one metric (kind, namespace, name).
@@ -286,6 +347,42 @@ func (s *Subscription) overflowLocked() {
 	s.pending = map[string]*pendingMetric{}
 	s.order = nil
 	s.count = 0
+	s.coverAll()
+}
+
+// cover queues a change of coverage; the caller holds the hub's lock.
+func (s *Subscription) cover(c coverage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.coverLocked(c)
+	s.signal()
+}
+
+func (s *Subscription) coverLocked(c coverage) {
+	if s.coverage == nil {
+		s.coverage = map[string]coverage{}
+	}
+	k := c.key()
+	if _, ok := s.coverage[k]; !ok {
+		s.coverOrder = append(s.coverOrder, k)
+	}
+	s.coverage[k] = c
+}
+
+// coverAll queues every covered metric, for a subscriber that forgets
+// what it knew (a new one, one that gets a resync); the caller holds the
+// hub's lock and s.mu.
+func (s *Subscription) coverAll() {
+	s.coverage, s.coverOrder = nil, nil
+	for _, c := range s.hub.covered {
+		s.coverLocked(c)
+	}
+	if len(s.coverOrder) > 0 {
+		s.signal()
+	}
 }
 
 func (s *Subscription) signal() {
@@ -302,19 +399,19 @@ func (s *Subscription) Ready() <-chan struct{} { return s.notify }
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Take returns the pending changes, in order of arrival, and clears them:
-// a lone resync event if changes were dropped, else one change event per
-// series (or per metric, for "every series").
+// a resync event if changes were dropped, else one change event per series
+// (or per metric, for "every series"); then the changes of coverage.
 func (s *Subscription) Take() []changefeed.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.resync {
 		s.resync = false
-		return []changefeed.Event{{Type: changefeed.TypeResync}}
+		return s.takeCoverage([]changefeed.Event{{Type: changefeed.TypeResync}})
 	}
 	if len(s.order) == 0 {
-		return nil
+		return s.takeCoverage(nil)
 	}
-	out := make([]changefeed.Event, 0, s.count)
+	out := make([]changefeed.Event, 0, s.count+len(s.coverOrder))
 	for _, pm := range s.order {
 		if pm.all || len(pm.keys) == 0 {
 			ev := pm.ev
@@ -331,6 +428,16 @@ func (s *Subscription) Take() []changefeed.Event {
 	s.pending = map[string]*pendingMetric{}
 	s.order = nil
 	s.count = 0
+	return s.takeCoverage(out)
+}
+
+// takeCoverage appends the pending changes of coverage to out and clears
+// them.
+func (s *Subscription) takeCoverage(out []changefeed.Event) []changefeed.Event {
+	for _, k := range s.coverOrder {
+		out = append(out, s.coverage[k].event())
+	}
+	s.coverage, s.coverOrder = nil, nil
 	return out
 }
 

@@ -2,10 +2,12 @@ package changehub
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metricscale/metricscale/providers"
 	"github.com/metricscale/metricscale/providers/changefeed"
@@ -24,7 +26,15 @@ func series(metric string, lbls ...string) providers.Change {
 func show(events []changefeed.Event) []string {
 	out := []string{}
 	for _, e := range events {
-		if e.Type != changefeed.TypeChange {
+		switch e.Type {
+		case changefeed.TypeChange:
+		case changefeed.TypeCovered:
+			out = append(out, fmt.Sprintf("covered %s/%s lease=%ds maxAge=%dms", e.Kind, e.Name, e.LeaseSeconds, e.MaxAgeMillis))
+			continue
+		case changefeed.TypeUncovered:
+			out = append(out, fmt.Sprintf("uncovered %s/%s", e.Kind, e.Name))
+			continue
+		default:
 			out = append(out, e.Type)
 			continue
 		}
@@ -283,5 +293,61 @@ func TestHoldOverflowResyncs(t *testing.T) {
 	release()
 	if got := show(s.Take()); got[0] != "resync" {
 		t.Fatalf("after an overflowing hold got %q, want a resync first", got)
+	}
+}
+
+func TestCoverage(t *testing.T) {
+	t.Parallel()
+	h := New(Options{MaxPending: 3})
+	const (
+		queue = "covered external/queue lease=120s maxAge=1500ms"
+		lag   = "covered external/lag lease=60s maxAge=2000ms"
+	)
+	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	early := h.Subscribe()
+	if !ready(early) {
+		t.Fatal("a new subscriber is not told what is covered")
+	}
+	if got, want := show(early.Take()), []string{queue}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a new subscriber got %q, want %q", got, want)
+	}
+	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	if got := early.Take(); len(got) > 0 {
+		t.Errorf("the same coverage again was told: %q", show(got))
+	}
+	h.Cover(changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
+	h.Publish(series("queue", "q", "a"))
+	if got, want := show(early.Take()), []string{"/queue{q=a}", lag}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after a coverage and a change, got %q, want %q", got, want)
+	}
+	// The end of a coverage comes with a change of every series; a
+	// coverage that ends and begins again before the subscriber reads is
+	// told as it stands, after that change.
+	h.Uncover(changefeed.KindExternal, "lag")
+	h.Uncover(changefeed.KindExternal, "queue")
+	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	want := []string{"external/lag{*}", "external/queue{*}", "uncovered external/lag", queue}
+	if got := show(early.Take()); !reflect.DeepEqual(got, want) {
+		t.Errorf("after two ends and a new beginning, got %q, want %q", got, want)
+	}
+	h.Uncover(changefeed.KindExternal, "lag")
+	if got := early.Take(); len(got) > 0 {
+		t.Errorf("the end of a coverage that had ended was told: %q", show(got))
+	}
+	// A subscriber that falls behind gets a resync, then what is covered
+	// then: the resync made it forget it.
+	for i := range 5 {
+		h.Publish(series("orders", "i", fmt.Sprint(i)))
+	}
+	h.Cover(changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
+	got := show(early.Take())
+	sort.Strings(got[1:])
+	if want := []string{"resync", lag, queue}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after an overflow, got %q, want %q", got, want)
+	}
+	h.Close()
+	h.Cover(changefeed.KindExternal, "other", time.Minute, time.Second)
+	if got := early.Take(); len(got) > 0 {
+		t.Errorf("a closed hub told %q", show(got))
 	}
 }

@@ -18,6 +18,8 @@
 //	{"type":"change","name":"queue_messages_ready","all":true}
 //	{"type":"resync"}
 //	{"type":"heartbeat"}
+//	{"type":"covered","kind":"external","name":"redis_list_length","leaseSeconds":120,"maxAgeMillis":1000}
+//	{"type":"uncovered","kind":"external","name":"redis_list_length"}
 //
 // hello comes first, once the subscription exists: anything that changes
 // after it is announced. A change names a metric and the labels of the series
@@ -33,6 +35,18 @@
 // A change is a hint, never a value: a reader reads the metric through the
 // metrics APIs as usual. Spurious changes are allowed, a missed one never
 // (short of a resync or a reconnect, after which everything is stale).
+//
+// covered says the adapter announces, from now on, every change of every
+// series of the metric within maxAgeMillis (a polled backend's metric while
+// it is polled and its reads succeed), and that a reading any replica serves
+// is at most maxAgeMillis old; it holds until uncovered, a resync or the end
+// of the connection, and while the metric is queried at least every
+// leaseSeconds. A reader may then reuse a value it read after the covered
+// event (and maxAgeMillis after the last change it heard of the series)
+// instead of reading it again. uncovered comes with a change of every
+// series (a failed read, or the poll's end): read again. After hello and
+// after a resync come a covered event for each metric covered then. Pushed
+// metrics are never covered: they are read at every sync.
 package changefeed
 
 // Path is where the adapter serves the feed, and the non-resource URL RBAC
@@ -48,6 +62,8 @@ const (
 	TypeChange    = "change"
 	TypeResync    = "resync"
 	TypeHeartbeat = "heartbeat"
+	TypeCovered   = "covered"
+	TypeUncovered = "uncovered"
 )
 
 // Metric API kinds a change may be limited to.
@@ -73,6 +89,12 @@ type Event struct {
 	All bool `json:"all,omitempty"`
 	// HeartbeatSeconds (hello only) is the server's heartbeat interval.
 	HeartbeatSeconds int `json:"heartbeatSeconds,omitempty"`
+	// LeaseSeconds (covered only): the coverage lasts while the metric is
+	// queried at least this often.
+	LeaseSeconds int `json:"leaseSeconds,omitempty"`
+	// MaxAgeMillis (covered only): how late a change is announced, and how
+	// old a reading a replica serves may be.
+	MaxAgeMillis int64 `json:"maxAgeMillis,omitempty"`
 }
 
 // MatchesKind reports whether the change concerns the metrics API kind

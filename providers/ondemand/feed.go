@@ -38,6 +38,12 @@ import (
 // last good one) and is counted; at most MaxPolled metrics of a provider
 // are polled, a metric beyond it is served as before (read on query) and
 // counted.
+//
+// With a sink that takes coverage (providers.CoverageSink, the adapter's
+// hub), a polled metric is covered from the query that starts its poll
+// until a read of it fails (again from the next good one) or its poll
+// ends: its readers may then reuse what they read instead of reading at
+// every sync.
 
 // Defaults of Feed.
 const (
@@ -112,6 +118,7 @@ type feed struct {
 	provider string
 	sink     providers.ChangeSink
 	audience providers.ChangeAudience // nil: assume someone listens
+	coverage providers.CoverageSink   // nil: nothing is covered
 	cfg      Feed
 	clock    clock.PassiveClock
 
@@ -126,6 +133,8 @@ type polledMetric struct {
 	series  map[string]*polledSeries // labels key -> the series in the last good reading
 	gen     uint64                   // readings observed
 	keys    seriesKeys
+	maxAge  time.Duration // how long a reading of it answers queries
+	covered bool          // told the coverage sink
 }
 
 // polledSeries is one series of the last good reading, updated in place:
@@ -143,7 +152,44 @@ func newFeed(provider string, sink providers.ChangeSink, cfg Feed, clk clock.Pas
 	}
 	f := &feed{provider: provider, sink: sink, cfg: cfg, clock: clk, polled: map[string]*polledMetric{}}
 	f.audience, _ = sink.(providers.ChangeAudience)
+	f.coverage, _ = sink.(providers.CoverageSink)
 	return f
+}
+
+// cover tells the coverage sink that pm is covered (again); the caller
+// holds f.mu, which orders the coverage's changes.
+func (f *feed) cover(name string, pm *polledMetric) {
+	if f.coverage == nil || pm.covered {
+		return
+	}
+	pm.covered = true
+	// A change is published within about an interval and a half (a poll
+	// may reuse a reading half an interval old); a replica serves a
+	// reading at most its cache TTL old.
+	f.coverage.Cover(changefeed.KindExternal, name, f.cfg.Lease, max(pm.maxAge, f.cfg.Interval)+f.cfg.Interval/2)
+}
+
+// uncover tells the coverage sink that pm is no longer covered; the caller
+// holds f.mu.
+func (f *feed) uncover(name string, pm *polledMetric) {
+	if f.coverage == nil || !pm.covered {
+		return
+	}
+	pm.covered = false
+	f.coverage.Uncover(changefeed.KindExternal, name)
+}
+
+// failed ends m's coverage after a failed read: a change may go unseen
+// until a read succeeds.
+func (f *feed) failed(m *Metric) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pm := f.polled[m.Name]; pm != nil {
+		f.uncover(m.Name, pm)
+	}
 }
 
 // listened reports whether the feed has a subscriber.
@@ -151,7 +197,7 @@ func (f *feed) listened() bool { return f.audience == nil || f.audience.Subscrib
 
 // queried renews m's lease after a query answered from r, starting one
 // (with r as the reading its subscribers saw) if the cap allows.
-func (f *feed) queried(m *Metric, r reading) {
+func (f *feed) queried(m *Metric, r reading, ttl time.Duration) {
 	if f == nil || !f.listened() {
 		return
 	}
@@ -171,9 +217,10 @@ func (f *feed) queried(m *Metric, r reading) {
 		}
 		return
 	}
-	pm := &polledMetric{queried: now, series: map[string]*polledSeries{}}
+	pm := &polledMetric{queried: now, series: map[string]*polledSeries{}, maxAge: ttl}
 	pm.update(m, r.series)
 	f.polled[m.Name] = pm
+	f.cover(m.Name, pm)
 	feedPolledMetrics.WithLabelValues(f.provider).Set(float64(len(f.polled)))
 }
 
@@ -190,7 +237,15 @@ func (f *feed) observe(m *Metric, series []Series) {
 		return
 	}
 	changed := pm.update(m, series)
+	// Published before the coverage: a reader trusts only what it reads
+	// after hearing both.
+	f.publish(m, changed)
+	f.cover(m.Name, pm)
 	f.mu.Unlock()
+}
+
+// publish publishes the changed series of m.
+func (f *feed) publish(m *Metric, changed []map[string]string) {
 	if len(changed) == 0 {
 		return
 	}
@@ -269,6 +324,7 @@ func (f *feed) due() []string {
 	var out []string
 	for name, pm := range f.polled {
 		if !listened || now.Sub(pm.queried) > f.cfg.Lease {
+			f.uncover(name, pm)
 			delete(f.polled, name)
 			continue
 		}
@@ -360,15 +416,12 @@ func (p *Provider) Refresh(ctx context.Context, names []string) {
 			if err != nil {
 				if p.feed != nil {
 					feedPollReads.WithLabelValues(p.name, "error").Inc()
+					p.feed.failed(m)
 				}
 				klog.V(4).InfoS("Change feed refresh failed", "provider", p.name, "metric", name, "err", err)
 				return
 			}
-			ttl := p.ttl
-			if m.CacheTTL != nil {
-				ttl = *m.CacheTTL
-			}
-			p.readings.Put(name, newReading(s, p.clock.Now()), ttl)
+			p.readings.Put(name, newReading(s, p.clock.Now()), p.ttlOf(m))
 			if p.feed != nil {
 				feedPollReads.WithLabelValues(p.name, "ok").Inc()
 				p.feed.observe(m, s)

@@ -432,3 +432,82 @@ func BenchmarkObserveOneChanged(b *testing.B) {
 		}
 	}
 }
+
+// coverHub is a fake change hub that also takes coverage.
+type coverHub struct {
+	hub
+	covers []string
+}
+
+func (h *coverHub) Cover(kind, metric string, lease, maxAge time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.covers = append(h.covers, fmt.Sprintf("cover %s %s lease=%s maxAge=%s", kind, metric, lease, maxAge))
+}
+
+func (h *coverHub) Uncover(kind, metric string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.covers = append(h.covers, fmt.Sprintf("uncover %s %s", kind, metric))
+}
+
+// takeCovers returns the coverage told since the last call.
+func (h *coverHub) takeCovers() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.covers
+	h.covers = nil
+	return out
+}
+
+func TestFeedCoverage(t *testing.T) {
+	t.Parallel()
+	b, h := newBackend(), &coverHub{hub: hub{subscribers: 1}}
+	b.set("orders", 3)
+	clk := clocktesting.NewFakeClock(feedT0)
+	p, err := New(t.Name()+"-covered", []Metric{b.metric("orders")}, Options{Clock: clk, CacheTTL: 2 * time.Second, Changes: h, Feed: Feed{Lease: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, d time.Duration, do func(), want ...string) {
+		t.Helper()
+		clk.Step(d)
+		do()
+		if got := h.takeCovers(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: coverage told %q, want %q", what, got, want)
+		}
+	}
+	poll := func() { p.Poll(context.Background()) }
+	covered := "cover external orders lease=1m0s maxAge=2.5s" // the TTL and half an interval
+	step("the query that starts the poll", 0, func() { query(t, p, "orders") }, covered)
+	step("a poll, nothing changed", time.Second, poll)
+	step("another query", time.Second, func() { query(t, p, "orders") })
+	b.failing("orders", true)
+	step("a failed poll", 3*time.Second, poll, "uncover external orders")
+	step("a second failed poll", 3*time.Second, poll)
+	b.failing("orders", false)
+	b.set("orders", 9)
+	h.take()
+	step("the next good poll", 3*time.Second, poll, covered)
+	if got := h.take(); len(got) != 1 {
+		t.Errorf("the good poll after the failures published %v, want the change", got)
+	}
+	b.failing("orders", true)
+	step("a failed query", 3*time.Second, func() {
+		if _, err := p.GetExternalMetric(context.Background(), "shop", labels.Everything(), info("orders")); err == nil {
+			t.Error("a query of a failing backend got no error")
+		}
+	}, "uncover external orders")
+	b.failing("orders", false)
+	step("a good query", 3*time.Second, func() { query(t, p, "orders") }, covered)
+	step("the lease ends", time.Minute+time.Second, poll, "uncover external orders")
+	// A provider whose sink takes no coverage tells none and still polls.
+	b.set("orders", 10)
+	plain, pclk := feedProvider(t, b, &hub{subscribers: 1}, 2*time.Second, Feed{}, "orders")
+	query(t, plain, "orders")
+	pclk.Step(time.Second)
+	plain.Poll(context.Background())
+	if got := plain.Polled(); got != 1 {
+		t.Errorf("without coverage, %d metrics polled, want 1", got)
+	}
+}

@@ -190,7 +190,7 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		}
 		return nil, providers.NewBackendError(p.name, fmt.Errorf("reading %s: %w", m.Name, err))
 	}
-	p.feed.queried(m, r)
+	p.feed.queried(m, r, p.ttlOf(m))
 	sel := metricSelector
 	if sel == nil {
 		sel = labels.Everything()
@@ -247,19 +247,25 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 // read returns m's reading: cached, joined, or read from the backend (the
 // one path of queries and of the feed's poll).
 func (p *Provider) read(ctx context.Context, m *Metric) (reading, error) {
-	ttl := p.ttl
-	if m.CacheTTL != nil {
-		ttl = *m.CacheTTL
-	}
-	return p.readings.GetTTL(ctx, m.Name, ttl, func(ctx context.Context) (reading, error) {
+	return p.readings.GetTTL(ctx, m.Name, p.ttlOf(m), func(ctx context.Context) (reading, error) {
 		p.calls.Add(1)
 		s, err := m.Read(ctx)
 		p.record(err)
 		if err == nil {
 			p.feed.observe(m, s)
+		} else {
+			p.feed.failed(m)
 		}
 		return newReading(s, p.clock.Now()), err
 	})
+}
+
+// ttlOf is how long a reading of m answers queries.
+func (p *Provider) ttlOf(m *Metric) time.Duration {
+	if m.CacheTTL != nil {
+		return *m.CacheTTL
+	}
+	return p.ttl
 }
 
 // sortByLabels orders items by their labels as labels.Set.String() renders
