@@ -157,7 +157,7 @@ func NewOptions() *Options {
 		Identity:  host + "_" + fmt.Sprint(os.Getpid()),
 		Tolerance: d.Tolerance, CPUInitPeriod: d.CPUInitializationPeriod, ReadinessDelay: d.InitialReadinessDelay,
 		DownscaleWindow: d.DownscaleStabilizationWindow,
-		ChangeFeed:      ChangeFeedOptions{MinInterval: time.Second},
+		ChangeFeed:      ChangeFeedOptions{MinInterval: time.Second, ReuseValues: true},
 		Gates:           gates,
 		Logging:         logsapi.NewLoggingConfiguration(),
 		RecordOptions:   mrecord.DefaultOptions(),
@@ -457,6 +457,9 @@ func (o *Options) withChangeFeed(ctrl *controller.Controller, cfg *rest.Config) 
 	feed, err := o.ChangeFeed.client(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if o.ChangeFeed.ReuseValues {
+		handler.VouchFor(feed.Live)
 	}
 	return func(ctx context.Context) error {
 		go feed.Run(ctx, handler)

@@ -28,6 +28,10 @@ type ChangeFeedOptions struct {
 	TokenFile string
 	// MinInterval bounds how often a change queues one object.
 	MinInterval time.Duration
+	// ReuseValues reuses the External metric values the feed vouches for
+	// (the adapter covers their metric) instead of reading them at every
+	// sync.
+	ReuseValues bool
 }
 
 // AddFlags registers the change feed's flags.
@@ -37,6 +41,7 @@ func (o *ChangeFeedOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InsecureSkipTLSVerify, "change-feed-insecure-skip-tls-verify", o.InsecureSkipTLSVerify, "do not verify the adapter's serving certificate (its credentials are still sent: for test clusters only)")
 	fs.StringVar(&o.TokenFile, "change-feed-token-file", o.TokenFile, "file holding the bearer token to present to the adapter (re-read when it changes); default: the kubeconfig's credentials")
 	fs.DurationVar(&o.MinInterval, "change-feed-min-interval", o.MinInterval, "reconcile one object at most this often because of the change feed; later changes wait for the end of the interval")
+	fs.BoolVar(&o.ReuseValues, "change-feed-reuse-values", o.ReuseValues, "at a reconcile, reuse an External metric value read earlier while the adapter's change feed vouches that it has not changed (the adapter polls its metric and announces its every change): no read through the aggregator at most syncs. False: read every metric at every reconcile, as the HPA does")
 }
 
 // Validate checks the change feed's flags.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -151,6 +152,9 @@ type Controller struct {
 	// objects are the per-MetricAutoscaler gauges (objectmetrics.Default
 	// but in tests).
 	objects *objectmetrics.Gauges
+	// vouch is the change feed that vouches for metric values, once
+	// ChangeFeed.VouchFor is called.
+	vouch atomic.Pointer[ChangeFeed]
 }
 
 // New wires a controller to its informers.
@@ -334,7 +338,7 @@ func (c *Controller) reconcileMA(ctx context.Context, key, ns, name string) (tim
 	}
 	schedules, scheduleErrs := schedule.Compile(ma.Spec.Schedules, field.NewPath("spec"))
 	program, formulaErrs := c.formulas.compile(ma)
-	res, refused := c.decide(ctx, hpa, hist, settings, ma.Spec.DryRun, period, guard, func(in *decision.Input) {
+	res, refused := c.decide(ctx, key, hpa, hist, settings, ma.Spec.DryRun, period, guard, func(in *decision.Input) {
 		in.Fallback, in.FallbackState = ma.Spec.Fallback, ma.Status.Fallback
 		in.ScaleToZero, in.ScaleToZeroState = ma.Spec.ScaleToZero, ma.Status.ScaleToZero
 		in.Schedules, in.ScheduleErr = schedules, scheduleErrs.ToAggregate()
@@ -430,7 +434,7 @@ func (c *Controller) reconcileHPA(ctx context.Context, key, ns, name string) (st
 	hpa := cached.DeepCopy()
 	hpa.SetGroupVersionKind(autoscalingv2.SchemeGroupVersion.WithKind(kindHPA))
 	hist := c.recall(key, hpa.UID)
-	res, _ := c.decide(ctx, hpa, hist, c.cfg.Settings, false, c.cfg.HPASyncPeriod, nil, nil)
+	res, _ := c.decide(ctx, key, hpa, hist, c.cfg.Settings, false, c.cfg.HPASyncPeriod, nil, nil)
 	c.report(hpa, res.Events)
 	c.remember(key, hpa.UID, res.History)
 	if apiequality.Semantic.DeepEqual(cached.Status, res.Status) {
@@ -600,7 +604,7 @@ func (c *Controller) remember(key string, uid types.UID, h behavior.History) *me
 // share one deadline (readTimeout of period); the scale read and write
 // are not under it. A guard that finds the target serving a metrics API
 // makes it a dry run and returns that API's backend.
-func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, period time.Duration,
+func (c *Controller) decide(ctx context.Context, key string, hpa *autoscalingv2.HorizontalPodAutoscaler, hist behavior.History, settings decision.Settings, dryRun bool, period time.Duration,
 	guard func(context.Context, *autoscalingv2.HorizontalPodAutoscaler, *autoscalingv1.Scale) (backend, bool), extra func(*decision.Input)) (decision.Result, *backend) {
 	sc, gr, scaleErr := c.getScale(ctx, hpa)
 	var refused *backend
@@ -616,7 +620,7 @@ func (c *Controller) decide(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 		Autoscaler: hpa,
 		ScaleErr:   scaleErr,
 		Pods:       lazyPods{c, hpa.Namespace},
-		Metrics:    deadlineSource{Source: c.batch(hpa, sc), timeout: timeout},
+		Metrics:    deadlineSource{Source: c.batch(key, hpa, sc), timeout: timeout},
 		History:    hist,
 		Settings:   settings,
 		Now:        c.clock.Now(),

@@ -82,9 +82,10 @@ const metricReadsPerObject = 8
 
 // batch is the metrics source of one reconcile of hpa: its spec's reads
 // made concurrently (metricsource.Batch) when it has more than one.
-func (c *Controller) batch(hpa *autoscalingv2.HorizontalPodAutoscaler, sc *autoscalingv1.Scale) metricsource.Source {
+func (c *Controller) batch(key string, hpa *autoscalingv2.HorizontalPodAutoscaler, sc *autoscalingv1.Scale) metricsource.Source {
+	src := c.metricSource(key)
 	if len(hpa.Spec.Metrics) < 2 {
-		return c.clients.Metrics
+		return src
 	}
 	var pods labels.Selector
 	if sc != nil && sc.Status.Selector != "" {
@@ -94,7 +95,7 @@ func (c *Controller) batch(hpa *autoscalingv2.HorizontalPodAutoscaler, sc *autos
 	}
 	reads := metricsource.ReadsOf(hpa.Spec.Metrics, pods)
 	if len(reads) < 2 {
-		return c.clients.Metrics
+		return src
 	}
-	return metricsource.NewBatch(c.clients.Metrics, hpa.Namespace, reads, metricReadsPerObject)
+	return metricsource.NewBatch(src, hpa.Namespace, reads, metricReadsPerObject)
 }

@@ -52,6 +52,14 @@ type ChangeFeed struct {
 	byKey map[string][]string
 	// last: object key -> when the feed last queued it (or will).
 	last map[string]time.Time
+
+	// The values the feed vouches for (vouch.go). live is nil until
+	// VouchFor; seq numbers the events that make values stale.
+	live    func() bool
+	seq     uint64
+	covered map[string]coverMark               // metric name -> its coverage
+	marks   map[string]changeMark              // object key -> its last change
+	values  map[string]map[string]vouchedValue // object key -> read -> value
 }
 
 // fedMetric is one spec metric a change may concern.
@@ -80,7 +88,8 @@ func (c *Controller) ChangeFeed(minInterval time.Duration) (*ChangeFeed, error) 
 
 func newChangeFeed(c *Controller, minInterval time.Duration) *ChangeFeed {
 	return &ChangeFeed{c: c, minInterval: minInterval,
-		byMetric: map[string]*subscribers{}, byKey: map[string][]string{}, last: map[string]time.Time{}}
+		byMetric: map[string]*subscribers{}, byKey: map[string][]string{}, last: map[string]time.Time{},
+		covered: map[string]coverMark{}, marks: map[string]changeMark{}, values: map[string]map[string]vouchedValue{}}
 }
 
 func (f *ChangeFeed) handler(kind string) cache.ResourceEventHandler {
@@ -187,6 +196,7 @@ func (f *ChangeFeed) set(key string, metrics map[string][]fedMetric) {
 		}
 	}
 	delete(f.byKey, key)
+	f.forgetLocked(key)
 	if len(metrics) == 0 {
 		delete(f.last, key)
 		return
@@ -220,6 +230,7 @@ func (f *ChangeFeed) Changed(ev *changefeed.Event) {
 	subs.candidates(ev, func(key string) {
 		for _, fm := range subs.objs[key] {
 			if fm.matches(ev, set) {
+				f.changedLocked(key)
 				f.enqueue(key)
 				return
 			}
@@ -363,10 +374,12 @@ func (f *ChangeFeed) enqueue(key string) {
 }
 
 // Resync implements feedclient.Handler: the feed (re)connected or dropped
-// changes, so every object that reads a fed metric is queued once.
+// changes, so every object that reads a fed metric is queued once, and
+// every coverage and vouched value is forgotten.
 func (f *ChangeFeed) Resync() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.forgetAllLocked()
 	for key := range f.byKey {
 		feedEnqueues.WithLabelValues("resync").Inc()
 		f.c.queue.Add(key)

@@ -132,7 +132,7 @@ func TestBatchMatchesTheCore(t *testing.T) {
 
 	src := &everySource{}
 	c := &Controller{clients: Clients{Metrics: src}}
-	b, ok := c.batch(hpa, sc).(*metricsource.Batch)
+	b, ok := c.batch("", hpa, sc).(*metricsource.Batch)
 	if !ok {
 		t.Fatal("six metrics are not batched")
 	}

@@ -37,8 +37,11 @@ type Handler interface {
 	// Changed is called for each change event.
 	Changed(ev *changefeed.Event)
 	// Resync is called when the feed connects (again) and when the adapter
-	// dropped changes: any metric may have changed.
+	// dropped changes: any metric may have changed, and no metric is
+	// covered until a covered event says so again.
 	Resync()
+	// Covered is called for each covered and uncovered event.
+	Covered(ev *changefeed.Event)
 }
 
 // Defaults of a Client.
@@ -64,6 +67,9 @@ type Client struct {
 	MinBackoff, MaxBackoff time.Duration
 
 	connected atomic.Bool
+	// heard is when the last line came (unix nanoseconds), silence how
+	// long without one means the connection may be dead (see Live).
+	heard, silence atomic.Int64
 }
 
 var (
@@ -96,6 +102,14 @@ func New(url string, client *http.Client) *Client {
 
 // Connected reports whether the client listens to the feed now.
 func (c *Client) Connected() bool { return c.connected.Load() }
+
+// Live reports whether the client listens to the feed now and heard from
+// it within a heartbeat interval and a half: a connection that died
+// silently is ended only after missedHeartbeats intervals, and a reader
+// that trusts the feed's coverage must not trust it that long.
+func (c *Client) Live() bool {
+	return c.connected.Load() && time.Since(time.Unix(0, c.heard.Load())) < time.Duration(c.silence.Load())
+}
 
 // Run reads the feed until ctx ends, reconnecting as needed.
 func (c *Client) Run(ctx context.Context, h Handler) {
@@ -177,6 +191,7 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 			return heard, cause(ctx, err)
 		}
 		watchdog.Reset(timeout)
+		c.heard.Store(time.Now().UnixNano())
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -187,10 +202,13 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 		eventsReceived.WithLabelValues(eventType(ev.Type)).Inc()
 		switch ev.Type {
 		case changefeed.TypeHello:
+			quiet := helloTimeout
 			if ev.HeartbeatSeconds > 0 {
 				timeout = time.Duration(missedHeartbeats*ev.HeartbeatSeconds) * time.Second
 				watchdog.Reset(timeout)
+				quiet = time.Duration(ev.HeartbeatSeconds) * 3 * time.Second / 2
 			}
+			c.silence.Store(int64(quiet))
 			heard = true
 			c.setConnected(true)
 			if wasDown {
@@ -205,6 +223,8 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 		case changefeed.TypeResync:
 			logger.V(2).Info("Change feed resync: the adapter dropped changes; reconciling every object it serves once")
 			h.Resync()
+		case changefeed.TypeCovered, changefeed.TypeUncovered:
+			h.Covered(&ev)
 		case changefeed.TypeHeartbeat:
 		default:
 			// A newer adapter's event: ignored.
@@ -214,7 +234,7 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 
 func eventType(t string) string {
 	switch t {
-	case changefeed.TypeHello, changefeed.TypeChange, changefeed.TypeResync, changefeed.TypeHeartbeat:
+	case changefeed.TypeHello, changefeed.TypeChange, changefeed.TypeResync, changefeed.TypeHeartbeat, changefeed.TypeCovered, changefeed.TypeUncovered:
 		return t
 	}
 	return "other"

@@ -30,6 +30,9 @@ func (r *recorder) Changed(ev *changefeed.Event) {
 	r.add(fmt.Sprintf("change %s %v", ev.Name, ev.Labels))
 }
 func (r *recorder) Resync() { r.add("resync") }
+func (r *recorder) Covered(ev *changefeed.Event) {
+	r.add(fmt.Sprintf("%s %s lease=%d maxAge=%d", ev.Type, ev.Name, ev.LeaseSeconds, ev.MaxAgeMillis))
+}
 func (r *recorder) add(s string) {
 	r.mu.Lock()
 	r.log = append(r.log, s)
@@ -129,17 +132,22 @@ func TestEventsReachTheHandler(t *testing.T) {
 		`{"type":"something-new","name":"x"}`,
 		`{"type":"resync"}`,
 		`{"type":"change","name":"lag","all":true}`,
+		`{"type":"covered","kind":"external","name":"depth","leaseSeconds":120,"maxAgeMillis":1500}`,
+		`{"type":"uncovered","kind":"external","name":"depth"}`,
 	)))
 	defer s.Close()
 	rec := newRecorder()
 	c, stop := run(t, s, rec)
-	got := rec.waitFor(t, 4)
-	want := []string{"resync", "change depth map[queue:a]", "resync", "change lag map[]"}
+	got := rec.waitFor(t, 6)
+	want := []string{"resync", "change depth map[queue:a]", "resync", "change lag map[]", "covered depth lease=120 maxAge=1500", "uncovered depth lease=0 maxAge=0"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("handler heard %q, want %q", got, want)
 	}
 	if !c.Connected() {
 		t.Error("not connected while the feed runs")
+	}
+	if !c.Live() {
+		t.Error("not live right after events")
 	}
 	stop()
 	if c.Connected() {
@@ -203,6 +211,28 @@ func TestSilentConnectionIsDropped(t *testing.T) {
 	rec.waitFor(t, 2) // a resync per connection
 	if n := s.conns.Load(); n < 2 {
 		t.Errorf("%d connections, want a second one after the silence", n)
+	}
+}
+
+func TestLiveOnlyWhileHeard(t *testing.T) {
+	t.Parallel()
+	// Heartbeats every 2 seconds promised, none sent: live for 3 seconds
+	// after hello, connected for 6.
+	s := newServer(t, thenWait(lines(`{"type":"hello","heartbeatSeconds":2}`)))
+	defer s.Close()
+	rec := newRecorder()
+	c, stop := run(t, s, rec)
+	defer stop()
+	rec.waitFor(t, 1)
+	if !c.Live() {
+		t.Fatal("not live right after hello")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Live() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c.Live() || !c.Connected() {
+		t.Errorf("after silence: live %v, connected %v; want not live while still connected", c.Live(), c.Connected())
 	}
 }
 

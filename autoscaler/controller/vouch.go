@@ -1,0 +1,225 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/metricscale/metricscale/autoscaler/metricsource"
+	"github.com/metricscale/metricscale/providers/changefeed"
+)
+
+// Values the change feed vouches for. While the adapter covers an External
+// metric (changefeed's covered: it announces every change of its series,
+// a polled backend's metric while its reads succeed), a value an object
+// read of it stays good until the feed announces a change of a series the
+// object selects. The object's later reconciles reuse it instead of
+// reading the metric again: a reconcile at the sync period whose metric
+// did not change costs no read through the aggregator.
+//
+// A value is reused only when all of these hold, else the metric is read
+// as without the feed:
+//   - the feed is live: connected and heard from within a heartbeat and a
+//     half (a dead connection may hide changes);
+//   - the metric is covered, and was since before the read began;
+//   - no change the object's selectors match came since the read began,
+//     and the read began at least the coverage's maxAge after the last one
+//     and after the coverage began (another adapter replica may serve a
+//     reading that old);
+//   - the value is younger than half the coverage's lease: the read that
+//     renews it keeps the adapter polling the metric.
+//
+// A failed read is never kept: it is read again at the next reconcile.
+// A resync or a reconnection forgets every value and every coverage.
+
+var vouchedReads = metrics.NewCounterVec(&metrics.CounterOpts{
+	Namespace:      "metricscale",
+	Subsystem:      "autoscaler",
+	Name:           "vouched_metric_reads_total",
+	Help:           "External metric reads of reconciles with the change feed, by result: reused (a value the feed vouches for, not read again), kept (read, and kept for reuse), read (read, not kept: the metric is not covered, or changed lately), failed.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"result"})
+
+func init() {
+	legacyregistry.MustRegister(vouchedReads)
+}
+
+// coverMark is a covered metric.
+type coverMark struct {
+	seq           uint64 // the event's
+	at            time.Time
+	lease, maxAge time.Duration
+}
+
+// changeMark is the last change an object's selectors matched.
+type changeMark struct {
+	seq uint64
+	at  time.Time
+}
+
+// vouchedValue is a value kept for reuse.
+type vouchedValue struct {
+	values []int64
+	ts     time.Time
+	seq    uint64    // the feed's sequence when the read began
+	at     time.Time // when the read began
+}
+
+// readStart is where the feed stood when a read began.
+type readStart struct {
+	seq uint64
+	at  time.Time
+}
+
+// VouchFor makes the feed vouch for values while live reports the
+// connection live (feedclient.Client.Live): the controller's reconciles
+// then reuse them.
+func (f *ChangeFeed) VouchFor(live func() bool) {
+	f.mu.Lock()
+	f.live = live
+	f.mu.Unlock()
+	f.c.vouch.Store(f)
+}
+
+// Covered implements feedclient.Handler: a metric's coverage begins or
+// ends.
+func (f *ChangeFeed) Covered(ev *changefeed.Event) {
+	if !ev.MatchesKind(changefeed.KindExternal) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ev.Type != changefeed.TypeCovered {
+		delete(f.covered, ev.Name)
+		return
+	}
+	f.seq++
+	f.covered[ev.Name] = coverMark{seq: f.seq, at: f.c.clock.Now(),
+		lease: time.Duration(ev.LeaseSeconds) * time.Second, maxAge: time.Duration(ev.MaxAgeMillis) * time.Millisecond}
+}
+
+// changedLocked marks key's values stale; the caller holds f.mu.
+func (f *ChangeFeed) changedLocked(key string) {
+	f.seq++
+	f.marks[key] = changeMark{seq: f.seq, at: f.c.clock.Now()}
+	delete(f.values, key)
+}
+
+// forgetAllLocked forgets every coverage and value; the caller holds f.mu.
+func (f *ChangeFeed) forgetAllLocked() {
+	f.seq++
+	clear(f.covered)
+	clear(f.values)
+	clear(f.marks)
+}
+
+// forgetLocked forgets what is kept of key; the caller holds f.mu.
+func (f *ChangeFeed) forgetLocked(key string) {
+	delete(f.values, key)
+	delete(f.marks, key)
+}
+
+// vouched returns the value key keeps for read, if it is good now.
+func (f *ChangeFeed) vouched(key, metric, read string) ([]int64, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.values[key][read]
+	if !ok {
+		return nil, time.Time{}, false
+	}
+	cov, covered := f.covered[metric]
+	if !covered || v.seq < cov.seq || v.seq < f.marks[key].seq || f.c.clock.Since(v.at) >= cov.lease/2 {
+		delete(f.values[key], read)
+		return nil, time.Time{}, false
+	}
+	// Silent for a while: perhaps dead. Read, but keep the value: if the
+	// connection lives, its events are late, not lost; if it is dead, the
+	// next one resyncs.
+	if f.live == nil || !f.live() {
+		return nil, time.Time{}, false
+	}
+	return slices.Clone(v.values), v.ts, true
+}
+
+// begin is where the feed stands before a read.
+func (f *ChangeFeed) begin() readStart {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return readStart{seq: f.seq, at: f.c.clock.Now()}
+}
+
+// keep keeps a value read from start, if nothing since says it may be
+// stale; it reports whether it did.
+func (f *ChangeFeed) keep(key, metric, read string, start readStart, values []int64, ts time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cov, covered := f.covered[metric]
+	mark := f.marks[key]
+	if !covered || cov.seq > start.seq || mark.seq > start.seq || f.byKey[key] == nil ||
+		start.at.Before(cov.at.Add(cov.maxAge)) || start.at.Before(mark.at.Add(cov.maxAge)) {
+		if kept := f.values[key]; kept != nil {
+			delete(kept, read)
+		}
+		return false
+	}
+	kept := f.values[key]
+	if kept == nil {
+		kept = map[string]vouchedValue{}
+		f.values[key] = kept
+	}
+	kept[read] = vouchedValue{values: slices.Clone(values), ts: ts, seq: start.seq, at: start.at}
+	return true
+}
+
+// drop forgets what key keeps for read (its read failed).
+func (f *ChangeFeed) drop(key, read string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if kept := f.values[key]; kept != nil {
+		delete(kept, read)
+	}
+}
+
+// vouchedSource is an object's metric source that reuses the External
+// values the feed vouches for.
+type vouchedSource struct {
+	metricsource.Source
+	feed *ChangeFeed
+	key  string // the object's queue key
+}
+
+// metricSource is the source of the reconcile of key.
+func (c *Controller) metricSource(key string) metricsource.Source {
+	if f := c.vouch.Load(); f != nil {
+		return vouchedSource{Source: c.clients.Metrics, feed: f, key: key}
+	}
+	return c.clients.Metrics
+}
+
+func (v vouchedSource) ExternalMetric(ctx context.Context, metricName, namespace string, selector labels.Selector) ([]int64, time.Time, error) {
+	// The namespace is the object's: the key says it.
+	read := metricName
+	if selector != nil {
+		read += "\x00" + selector.String()
+	}
+	if values, ts, ok := v.feed.vouched(v.key, metricName, read); ok {
+		vouchedReads.WithLabelValues("reused").Inc()
+		return values, ts, nil
+	}
+	start := v.feed.begin()
+	values, ts, err := v.Source.ExternalMetric(ctx, metricName, namespace, selector)
+	switch {
+	case err != nil:
+		v.feed.drop(v.key, read)
+		vouchedReads.WithLabelValues("failed").Inc()
+	case v.feed.keep(v.key, metricName, read, start, values, ts):
+		vouchedReads.WithLabelValues("kept").Inc()
+	default:
+		vouchedReads.WithLabelValues("read").Inc()
+	}
+	return values, ts, err
+}
