@@ -47,15 +47,18 @@ type ChangeAudience interface {
 // which metrics it covers (the adapter's change hub, see package
 // changefeed): a provider covers a metric while it publishes every change of
 // its every series within maxAge, so that a reader may reuse a value
-// instead of reading it again.
+// instead of reading it again. owner tells the coverers of one name apart
+// (an old and a new provider across a configuration reload): the metric is
+// covered while one of them covers it. It must be comparable.
 type CoverageSink interface {
-	// Cover starts (or renews) the coverage of an external or custom
+	// Cover starts (or renews) owner's coverage of an external or custom
 	// metric (kind as Change.Kind): lease is how long it lasts without a
 	// query, maxAge how late a change is published and how old a served
 	// reading may be.
-	Cover(kind, metric string, lease, maxAge time.Duration)
-	// Uncover ends it, and tells every series of the metric changed.
-	Uncover(kind, metric string)
+	Cover(owner any, kind, metric string, lease, maxAge time.Duration)
+	// Uncover ends owner's coverage, and tells every series of the metric
+	// changed.
+	Uncover(owner any, kind, metric string)
 }
 
 // LabelsKey is a canonical string of a label set: equal sets give equal keys,

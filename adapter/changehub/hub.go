@@ -44,8 +44,9 @@ type Hub struct {
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	closed bool
-	// covered: the metrics the providers cover (see Cover), by kind and name.
-	covered map[string]coverage
+	// covered: the metrics the providers cover (see Cover), by kind and
+	// name, then by owner.
+	covered map[string]map[any]coverage
 
 	// Holds delay changes published after they began until they end (see
 	// Hold). seq numbers changes; holds maps each open hold to the seq it
@@ -101,40 +102,74 @@ func New(o Options) *Hub {
 		o.MaxSeriesPerMetric = DefaultMaxSeriesPerMetric
 	}
 	return &Hub{maxPending: o.MaxPending, maxSeriesPerMetric: o.MaxSeriesPerMetric,
-		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}, covered: map[string]coverage{}}
+		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}, covered: map[string]map[any]coverage{}}
 }
 
 // Cover implements providers.CoverageSink: every subscriber hears that the
 // metric is covered (a new one too, after its hello). Not held: a
 // subscriber trusts only what it reads after hearing it.
-func (h *Hub) Cover(kind, metric string, lease, maxAge time.Duration) {
+func (h *Hub) Cover(owner any, kind, metric string, lease, maxAge time.Duration) {
 	c := coverage{kind: kind, name: metric, lease: lease, maxAge: maxAge}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || h.covered[c.key()] == c {
+	if h.closed {
 		return
 	}
-	h.covered[c.key()] = c
-	for s := range h.subs {
-		s.cover(c)
+	owners := h.covered[c.key()]
+	if owners == nil {
+		owners = map[any]coverage{}
+		h.covered[c.key()] = owners
+	}
+	before := merged(owners)
+	owners[owner] = c
+	if now := merged(owners); now != before {
+		for s := range h.subs {
+			s.cover(now)
+		}
 	}
 }
 
 // Uncover implements providers.CoverageSink: every subscriber hears that
-// the metric is no longer covered, and that all its series changed.
-func (h *Hub) Uncover(kind, metric string) {
+// all the metric's series changed, and that it is no longer covered when
+// no other owner covers it.
+func (h *Hub) Uncover(owner any, kind, metric string) {
 	c := coverage{kind: kind, name: metric, off: true}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.covered[c.key()]; h.closed || !ok {
+	owners := h.covered[c.key()]
+	if _, ok := owners[owner]; h.closed || !ok {
 		return
 	}
-	delete(h.covered, c.key())
+	before := merged(owners)
+	delete(owners, owner)
+	now := merged(owners)
+	if len(owners) == 0 {
+		delete(h.covered, c.key())
+		now = c
+	}
 	ch := newChange(providers.Change{Kind: kind, Metric: metric, All: true})
 	for s := range h.subs {
-		s.cover(c)
+		if now != before {
+			s.cover(now)
+		}
 		s.add(&ch)
 	}
+}
+
+// merged is the coverage its owners give together: the shortest lease and
+// the largest age (zero when none covers).
+func merged(owners map[any]coverage) coverage {
+	var out coverage
+	first := true
+	for _, c := range owners {
+		if first {
+			out, first = c, false
+			continue
+		}
+		out.lease = min(out.lease, c.lease)
+		out.maxAge = max(out.maxAge, c.maxAge)
+	}
+	return out
 }
 
 // Publish implements providers.ChangeSink: it hands c to every subscriber
@@ -377,8 +412,8 @@ func (s *Subscription) coverLocked(c coverage) {
 // hub's lock and s.mu.
 func (s *Subscription) coverAll() {
 	s.coverage, s.coverOrder = nil, nil
-	for _, c := range s.hub.covered {
-		s.coverLocked(c)
+	for _, owners := range s.hub.covered {
+		s.coverLocked(merged(owners))
 	}
 	if len(s.coverOrder) > 0 {
 		s.signal()

@@ -303,7 +303,7 @@ func TestCoverage(t *testing.T) {
 		queue = "covered external/queue lease=120s maxAge=1500ms"
 		lag   = "covered external/lag lease=60s maxAge=2000ms"
 	)
-	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	h.Cover("p", changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
 	early := h.Subscribe()
 	if !ready(early) {
 		t.Fatal("a new subscriber is not told what is covered")
@@ -311,11 +311,11 @@ func TestCoverage(t *testing.T) {
 	if got, want := show(early.Take()), []string{queue}; !reflect.DeepEqual(got, want) {
 		t.Errorf("a new subscriber got %q, want %q", got, want)
 	}
-	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	h.Cover("p", changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
 	if got := early.Take(); len(got) > 0 {
 		t.Errorf("the same coverage again was told: %q", show(got))
 	}
-	h.Cover(changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
+	h.Cover("p", changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
 	h.Publish(series("queue", "q", "a"))
 	if got, want := show(early.Take()), []string{"/queue{q=a}", lag}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after a coverage and a change, got %q, want %q", got, want)
@@ -323,14 +323,14 @@ func TestCoverage(t *testing.T) {
 	// The end of a coverage comes with a change of every series; a
 	// coverage that ends and begins again before the subscriber reads is
 	// told as it stands, after that change.
-	h.Uncover(changefeed.KindExternal, "lag")
-	h.Uncover(changefeed.KindExternal, "queue")
-	h.Cover(changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
+	h.Uncover("p", changefeed.KindExternal, "lag")
+	h.Uncover("p", changefeed.KindExternal, "queue")
+	h.Cover("p", changefeed.KindExternal, "queue", 2*time.Minute, 1500*time.Millisecond)
 	want := []string{"external/lag{*}", "external/queue{*}", "uncovered external/lag", queue}
 	if got := show(early.Take()); !reflect.DeepEqual(got, want) {
 		t.Errorf("after two ends and a new beginning, got %q, want %q", got, want)
 	}
-	h.Uncover(changefeed.KindExternal, "lag")
+	h.Uncover("p", changefeed.KindExternal, "lag")
 	if got := early.Take(); len(got) > 0 {
 		t.Errorf("the end of a coverage that had ended was told: %q", show(got))
 	}
@@ -339,14 +339,29 @@ func TestCoverage(t *testing.T) {
 	for i := range 5 {
 		h.Publish(series("orders", "i", fmt.Sprint(i)))
 	}
-	h.Cover(changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
+	h.Cover("p", changefeed.KindExternal, "lag", time.Minute, 2*time.Second)
 	got := show(early.Take())
 	sort.Strings(got[1:])
 	if want := []string{"resync", lag, queue}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after an overflow, got %q, want %q", got, want)
 	}
+	// Two owners (a provider and the one replacing it): covered while one
+	// covers, the shortest lease and largest age of both; an owner's end
+	// is a change of every series.
+	h.Cover("new", changefeed.KindExternal, "queue", time.Minute, 3*time.Second)
+	if got, want := show(early.Take()), []string{"covered external/queue lease=60s maxAge=3000ms"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a second owner's coverage: got %q, want %q", got, want)
+	}
+	h.Uncover("p", changefeed.KindExternal, "queue")
+	if got, want := show(early.Take()), []string{"external/queue{*}"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("one of two owners ended (the other's coverage is the same): got %q, want %q", got, want)
+	}
+	h.Uncover("new", changefeed.KindExternal, "queue")
+	if got, want := show(early.Take()), []string{"external/queue{*}", "uncovered external/queue"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the last owner ended: got %q, want %q", got, want)
+	}
 	h.Close()
-	h.Cover(changefeed.KindExternal, "other", time.Minute, time.Second)
+	h.Cover("p", changefeed.KindExternal, "other", time.Minute, time.Second)
 	if got := early.Take(); len(got) > 0 {
 		t.Errorf("a closed hub told %q", show(got))
 	}

@@ -125,6 +125,7 @@ type feed struct {
 	mu     sync.Mutex
 	polled map[string]*polledMetric // by metric name
 	full   bool                     // the cap was reached (logged once until below it)
+	ended  bool                     // the poll stopped for good (EndFeed)
 }
 
 // polledMetric is one polled metric.
@@ -166,7 +167,7 @@ func (f *feed) cover(name string, pm *polledMetric) {
 	// A change is published within about an interval and a half (a poll
 	// may reuse a reading half an interval old); a replica serves a
 	// reading at most its cache TTL old.
-	f.coverage.Cover(changefeed.KindExternal, name, f.cfg.Lease, max(pm.maxAge, f.cfg.Interval)+f.cfg.Interval/2)
+	f.coverage.Cover(f, changefeed.KindExternal, name, f.cfg.Lease, max(pm.maxAge, f.cfg.Interval)+f.cfg.Interval/2)
 }
 
 // uncover tells the coverage sink that pm is no longer covered; the caller
@@ -176,7 +177,7 @@ func (f *feed) uncover(name string, pm *polledMetric) {
 		return
 	}
 	pm.covered = false
-	f.coverage.Uncover(changefeed.KindExternal, name)
+	f.coverage.Uncover(f, changefeed.KindExternal, name)
 }
 
 // failed ends m's coverage after a failed read: a change may go unseen
@@ -204,6 +205,9 @@ func (f *feed) queried(m *Metric, r reading, ttl time.Duration) {
 	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ended {
+		return
+	}
 	if pm := f.polled[m.Name]; pm != nil {
 		pm.queried = now
 		return
@@ -432,14 +436,33 @@ func (p *Provider) Refresh(ctx context.Context, names []string) {
 }
 
 // Run implements providers.Runner: it polls every interval while the
-// provider has a feed.
+// provider has a feed, then ends the feed (EndFeed).
 func (p *Provider) Run(ctx context.Context) {
 	f := p.feed
 	if f == nil {
 		return
 	}
 	defer feedPolledMetrics.DeleteLabelValues(p.name)
+	defer p.EndFeed()
 	every(ctx, p.clock, f.cfg.Interval, p.Poll)
+}
+
+// EndFeed stops polling for good (the provider is retired or the adapter
+// stops): what it covered is uncovered, since nothing announces its
+// changes any more, and no query starts a poll again. A provider that runs
+// its own feed instead of Run calls it when that ends.
+func (p *Provider) EndFeed() {
+	f := p.feed
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ended = true
+	for name, pm := range f.polled {
+		f.uncover(name, pm)
+		delete(f.polled, name)
+	}
 }
 
 // every calls fn every interval of clk (a fake clock's ticker in tests)

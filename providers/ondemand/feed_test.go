@@ -439,13 +439,13 @@ type coverHub struct {
 	covers []string
 }
 
-func (h *coverHub) Cover(kind, metric string, lease, maxAge time.Duration) {
+func (h *coverHub) Cover(_ any, kind, metric string, lease, maxAge time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.covers = append(h.covers, fmt.Sprintf("cover %s %s lease=%s maxAge=%s", kind, metric, lease, maxAge))
 }
 
-func (h *coverHub) Uncover(kind, metric string) {
+func (h *coverHub) Uncover(_ any, kind, metric string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.covers = append(h.covers, fmt.Sprintf("uncover %s %s", kind, metric))
@@ -501,6 +501,14 @@ func TestFeedCoverage(t *testing.T) {
 	b.failing("orders", false)
 	step("a good query", 3*time.Second, func() { query(t, p, "orders") }, covered)
 	step("the lease ends", time.Minute+time.Second, poll, "uncover external orders")
+	step("queried again", time.Second, func() { query(t, p, "orders") }, covered)
+	// A retired provider uncovers what it polled, and a late query starts
+	// no poll: nothing would announce its changes.
+	step("the provider's feed ends", 0, p.EndFeed, "uncover external orders")
+	step("a query after the end", time.Second, func() { query(t, p, "orders") })
+	if n := p.Polled(); n != 0 {
+		t.Errorf("%d metrics polled after the feed ended", n)
+	}
 	// A provider whose sink takes no coverage tells none and still polls.
 	b.set("orders", 10)
 	plain, pclk := feedProvider(t, b, &hub{subscribers: 1}, 2*time.Second, Feed{}, "orders")

@@ -139,6 +139,7 @@ func (p *Provider) Run(ctx context.Context) {
 		p.Provider.Run(ctx)
 		return
 	}
+	defer p.EndFeed()
 	p.keyspace.run(ctx)
 }
 
