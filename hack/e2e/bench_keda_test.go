@@ -892,9 +892,10 @@ func (b *kedaBench) clearKEDASide(t *testing.T, ns string) {
 	start := time.Now()
 	// Deleting 1,000 ScaledObjects (KEDA's finalizer on each) can outlast
 	// the request's timeout on a busy machine: the server then resets the
-	// stream, having deleted some. Asked again until one call succeeds.
+	// stream, having deleted some. Asked again until one call succeeds:
+	// on 2026-11-28 that took more than 5 minutes once.
 	deleteAll := func(what string, del func(context.Context) error) {
-		Eventually(t, 5*time.Minute, 2*time.Second, "KEDA's side's "+what+" deleted", func(ctx context.Context) (bool, string, error) {
+		Eventually(t, 10*time.Minute, 2*time.Second, "KEDA's side's "+what+" deleted", func(ctx context.Context) (bool, string, error) {
 			if err := del(ctx); err != nil {
 				return false, err.Error(), nil
 			}
