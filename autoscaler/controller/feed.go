@@ -58,7 +58,7 @@ type ChangeFeed struct {
 	live    func() bool
 	seq     uint64
 	covered map[string]coverMark               // metric name -> its coverage
-	marks   map[string]changeMark              // object key -> its last change
+	marks   map[string]stamp                   // object key -> its last change
 	values  map[string]map[string]vouchedValue // object key -> read -> value
 }
 
@@ -89,7 +89,7 @@ func (c *Controller) ChangeFeed(minInterval time.Duration) (*ChangeFeed, error) 
 func newChangeFeed(c *Controller, minInterval time.Duration) *ChangeFeed {
 	return &ChangeFeed{c: c, minInterval: minInterval,
 		byMetric: map[string]*subscribers{}, byKey: map[string][]string{}, last: map[string]time.Time{},
-		covered: map[string]coverMark{}, marks: map[string]changeMark{}, values: map[string]map[string]vouchedValue{}}
+		covered: map[string]coverMark{}, marks: map[string]stamp{}, values: map[string]map[string]vouchedValue{}}
 }
 
 func (f *ChangeFeed) handler(kind string) cache.ResourceEventHandler {

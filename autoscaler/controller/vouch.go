@@ -48,31 +48,36 @@ func init() {
 	legacyregistry.MustRegister(vouchedReads)
 }
 
-// coverMark is a covered metric.
+// stamp is a point in the feed's events: the sequence number of the last
+// one, and when.
+type stamp struct {
+	seq uint64
+	at  time.Time
+}
+
+// nextLocked stamps a new event; the caller holds f.mu.
+func (f *ChangeFeed) nextLocked() stamp {
+	f.seq++
+	return stamp{seq: f.seq, at: f.c.clock.Now()}
+}
+
+// settled reports whether a read begun at s is after the event e and at
+// least maxAge later (a replica may serve a reading that old).
+func (s stamp) settled(e stamp, maxAge time.Duration) bool {
+	return s.seq >= e.seq && !s.at.Before(e.at.Add(maxAge))
+}
+
+// coverMark is a covered metric: when its coverage began, and what it says.
 type coverMark struct {
-	seq           uint64 // the event's
-	at            time.Time
+	stamp
 	lease, maxAge time.Duration
 }
 
-// changeMark is the last change an object's selectors matched.
-type changeMark struct {
-	seq uint64
-	at  time.Time
-}
-
-// vouchedValue is a value kept for reuse.
+// vouchedValue is a value kept for reuse, and when its read began.
 type vouchedValue struct {
 	values []int64
 	ts     time.Time
-	seq    uint64    // the feed's sequence when the read began
-	at     time.Time // when the read began
-}
-
-// readStart is where the feed stood when a read began.
-type readStart struct {
-	seq uint64
-	at  time.Time
+	start  stamp
 }
 
 // VouchFor makes the feed vouch for values while live reports the
@@ -97,15 +102,13 @@ func (f *ChangeFeed) Covered(ev *changefeed.Event) {
 		delete(f.covered, ev.Name)
 		return
 	}
-	f.seq++
-	f.covered[ev.Name] = coverMark{seq: f.seq, at: f.c.clock.Now(),
+	f.covered[ev.Name] = coverMark{stamp: f.nextLocked(),
 		lease: time.Duration(ev.LeaseSeconds) * time.Second, maxAge: time.Duration(ev.MaxAgeMillis) * time.Millisecond}
 }
 
 // changedLocked marks key's values stale; the caller holds f.mu.
 func (f *ChangeFeed) changedLocked(key string) {
-	f.seq++
-	f.marks[key] = changeMark{seq: f.seq, at: f.c.clock.Now()}
+	f.marks[key] = f.nextLocked()
 	delete(f.values, key)
 }
 
@@ -131,8 +134,9 @@ func (f *ChangeFeed) vouched(key, metric, read string) ([]int64, time.Time, bool
 	if !ok {
 		return nil, time.Time{}, false
 	}
+	// A change of key's series deleted its values (changedLocked).
 	cov, covered := f.covered[metric]
-	if !covered || v.seq < cov.seq || v.seq < f.marks[key].seq || f.c.clock.Since(v.at) >= cov.lease/2 {
+	if !covered || v.start.seq < cov.seq || f.c.clock.Since(v.start.at) >= cov.lease/2 {
 		delete(f.values[key], read)
 		return nil, time.Time{}, false
 	}
@@ -146,21 +150,19 @@ func (f *ChangeFeed) vouched(key, metric, read string) ([]int64, time.Time, bool
 }
 
 // begin is where the feed stands before a read.
-func (f *ChangeFeed) begin() readStart {
+func (f *ChangeFeed) begin() stamp {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return readStart{seq: f.seq, at: f.c.clock.Now()}
+	return stamp{seq: f.seq, at: f.c.clock.Now()}
 }
 
 // keep keeps a value read from start, if nothing since says it may be
 // stale; it reports whether it did.
-func (f *ChangeFeed) keep(key, metric, read string, start readStart, values []int64, ts time.Time) bool {
+func (f *ChangeFeed) keep(key, metric, read string, start stamp, values []int64, ts time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cov, covered := f.covered[metric]
-	mark := f.marks[key]
-	if !covered || cov.seq > start.seq || mark.seq > start.seq || f.byKey[key] == nil ||
-		start.at.Before(cov.at.Add(cov.maxAge)) || start.at.Before(mark.at.Add(cov.maxAge)) {
+	if !covered || !start.settled(cov.stamp, cov.maxAge) || !start.settled(f.marks[key], cov.maxAge) || f.byKey[key] == nil {
 		if kept := f.values[key]; kept != nil {
 			delete(kept, read)
 		}
@@ -171,7 +173,7 @@ func (f *ChangeFeed) keep(key, metric, read string, start readStart, values []in
 		kept = map[string]vouchedValue{}
 		f.values[key] = kept
 	}
-	kept[read] = vouchedValue{values: slices.Clone(values), ts: ts, seq: start.seq, at: start.at}
+	kept[read] = vouchedValue{values: slices.Clone(values), ts: ts, start: start}
 	return true
 }
 

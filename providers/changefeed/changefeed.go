@@ -41,9 +41,9 @@
 // it is polled and its reads succeed), and that a reading any replica serves
 // is at most maxAgeMillis old; it holds until uncovered, a resync or the end
 // of the connection, and while the metric is queried at least every
-// leaseSeconds. A reader may then reuse a value it read after the covered
-// event (and maxAgeMillis after the last change it heard of the series)
-// instead of reading it again. uncovered comes with a change of every
+// leaseSeconds. A reader may then reuse a value it began to read at least
+// maxAgeMillis after the covered event and after the last change it heard
+// of the series, instead of reading it again. uncovered comes with a change of every
 // series (a failed read, or the poll's end): read again. After hello and
 // after a resync come a covered event for each metric covered then. Pushed
 // metrics are never covered: they are read at every sync.
