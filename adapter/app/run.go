@@ -68,7 +68,7 @@ func (o *Options) Run(ctx context.Context) error {
 	defer rl.stop()
 	resourceMetrics := o.addMetricsAPIs(reg, cl.lister)
 	registerSelfMetrics()
-	if err := o.configureServer(reg, hub != nil); err != nil {
+	if err := o.configureServer(reg, hub); err != nil {
 		return err
 	}
 	server, err := o.Server()
@@ -223,9 +223,9 @@ func registerSelfMetrics() {
 
 // configureServer configures the generic API server: one authenticator for
 // the generic chain and the fast path, the fast path and selector
-// validation around the chain, and the change feed (changeFeed) as a
-// long-running request.
-func (o *Options) configureServer(reg *registry.Registry, changeFeed bool) error {
+// validation around the chain, and the change feed (hub, if not nil) as a
+// long-running request, every answer naming the feed's replica.
+func (o *Options) configureServer(reg *registry.Registry, hub *changehub.Hub) error {
 	serverConfig, err := o.Config()
 	if err != nil {
 		return fmt.Errorf("configuring the API server: %w", err)
@@ -248,9 +248,13 @@ func (o *Options) configureServer(reg *registry.Registry, changeFeed bool) error
 	}
 	buildChain := gc.BuildHandlerChainFunc
 	gc.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericConfig) http.Handler {
-		return o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
+		h := o.withFastPath(buildChain(validateSelectors(apiHandler), c), c, reg)
+		if hub != nil {
+			h = hub.NameReplica(h)
+		}
+		return h
 	}
-	if changeFeed {
+	if hub != nil {
 		gc.LongRunningFunc = withChangeFeedLongRunning(gc.LongRunningFunc)
 	}
 	return nil

@@ -128,7 +128,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return err
 	}
-	if err := send(changefeed.Event{Type: changefeed.TypeHello, HeartbeatSeconds: int(max(heartbeat/time.Second, 1))}); err != nil {
+	if err := send(changefeed.Event{Type: changefeed.TypeHello, HeartbeatSeconds: int(max(heartbeat/time.Second, 1)), Replica: h.Hub.Replica()}); err != nil {
 		logger.V(2).Info("Change feed subscriber gone", "err", err)
 		return
 	}

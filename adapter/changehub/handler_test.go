@@ -90,14 +90,20 @@ func waitSubscribers(t *testing.T, h *Hub, want int) {
 func TestHandlerStreams(t *testing.T) {
 	t.Parallel()
 	hub := New(Options{})
-	srv := httptest.NewServer(&Handler{Hub: hub, Heartbeat: 20 * time.Millisecond})
+	srv := httptest.NewServer(hub.NameReplica(&Handler{Hub: hub, Heartbeat: 20 * time.Millisecond}))
 	defer srv.Close() // waits for the handlers: a leaked one hangs the test
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f := openFeed(t, ctx, srv.Client(), srv.URL)
 	hello := f.next(t, false)
-	if hello.Type != changefeed.TypeHello || hello.HeartbeatSeconds != 1 {
-		t.Fatalf("first event %+v, want hello with heartbeatSeconds 1", hello)
+	if hello.Type != changefeed.TypeHello || hello.HeartbeatSeconds != 1 || len(hello.Replica) != 16 {
+		t.Fatalf("first event %+v, want hello with heartbeatSeconds 1 and a replica name", hello)
+	}
+	if got := f.resp.Header.Get(changefeed.ReplicaHeader); got != hello.Replica {
+		t.Errorf("%s %q, want the hello's replica %q", changefeed.ReplicaHeader, got, hello.Replica)
+	}
+	if other := New(Options{}).Replica(); other == hello.Replica {
+		t.Errorf("two hubs are both replica %q", other)
 	}
 	// The subscription exists once hello is out.
 	hub.Publish(series("depth", "queue", "a", "namespace", "shop"))

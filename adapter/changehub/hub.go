@@ -14,6 +14,9 @@
 package changehub
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
 	"sync"
 	"time"
 
@@ -40,6 +43,9 @@ type Options struct {
 // Hub fans changes out to its subscribers. It is safe for concurrent use.
 type Hub struct {
 	maxPending, maxSeriesPerMetric int
+	// replica names this hub's process (changefeed's hello and
+	// ReplicaHeader).
+	replica string
 
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -101,8 +107,28 @@ func New(o Options) *Hub {
 	if o.MaxSeriesPerMetric <= 0 {
 		o.MaxSeriesPerMetric = DefaultMaxSeriesPerMetric
 	}
-	return &Hub{maxPending: o.MaxPending, maxSeriesPerMetric: o.MaxSeriesPerMetric,
+	return &Hub{maxPending: o.MaxPending, maxSeriesPerMetric: o.MaxSeriesPerMetric, replica: newReplicaName(),
 		subs: map[*Subscription]struct{}{}, holds: map[uint64]uint64{}, covered: map[string]map[any]coverage{}}
+}
+
+// newReplicaName is a name no other process will have: 64 random bits.
+func newReplicaName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// Replica names the process the hub is in: the feed's hello carries it.
+func (h *Hub) Replica() string { return h.replica }
+
+// NameReplica names the hub's process in the changefeed.ReplicaHeader of
+// every answer next serves, so that a subscriber knows which of its metric
+// reads this replica answered (changefeed's covered).
+func (h *Hub) NameReplica(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()[changefeed.ReplicaHeader] = []string{h.replica}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Cover implements providers.CoverageSink: every subscriber hears that the

@@ -459,7 +459,7 @@ func (o *Options) withChangeFeed(ctrl *controller.Controller, cfg *rest.Config) 
 		return nil, err
 	}
 	if o.ChangeFeed.ReuseValues {
-		handler.VouchFor(feed.Live)
+		handler.VouchFor(feed.Live, feed.Replica)
 	}
 	return func(ctx context.Context) error {
 		go feed.Run(ctx, handler)

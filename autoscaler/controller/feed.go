@@ -53,9 +53,10 @@ type ChangeFeed struct {
 	// last: object key -> when the feed last queued it (or will).
 	last map[string]time.Time
 
-	// The values the feed vouches for (vouch.go). live is nil until
-	// VouchFor; seq numbers the events that make values stale.
+	// The values the feed vouches for (vouch.go). live and replica are
+	// nil until VouchFor; seq numbers the events that make values stale.
 	live    func() bool
+	replica func() string
 	seq     uint64
 	covered map[string]coverMark               // metric name -> its coverage
 	marks   map[string]stamp                   // object key -> its last change

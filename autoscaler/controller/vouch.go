@@ -27,9 +27,12 @@ import (
 //     half (a dead connection may hide changes);
 //   - the metric is covered, and was since before the read began;
 //   - no change the object's selectors match came since the read began,
-//     and the read began at least the coverage's maxAge after the last one
-//     and after the coverage began (another adapter replica may serve a
-//     reading that old);
+//     and the read began after the last one and after the coverage began:
+//     at least the coverage's maxAge after them (another adapter replica
+//     may serve a reading that old), or at once if the feed's own replica
+//     answered the read (it answers a query that reaches it after it
+//     announced a change with the changed value or a newer one), so that
+//     the read a change queues is kept;
 //   - the value is younger than half the coverage's lease: the read that
 //     renews it keeps the adapter polling the metric.
 //
@@ -81,11 +84,12 @@ type vouchedValue struct {
 }
 
 // VouchFor makes the feed vouch for values while live reports the
-// connection live (feedclient.Client.Live): the controller's reconciles
-// then reuse them.
-func (f *ChangeFeed) VouchFor(live func() bool) {
+// connection live (feedclient.Client.Live); replica names the adapter
+// process serving the feed (feedclient.Client.Replica). The controller's
+// reconciles then reuse them.
+func (f *ChangeFeed) VouchFor(live func() bool, replica func() string) {
 	f.mu.Lock()
-	f.live = live
+	f.live, f.replica = live, replica
 	f.mu.Unlock()
 	f.c.vouch.Store(f)
 }
@@ -149,20 +153,30 @@ func (f *ChangeFeed) vouched(key, metric, read string) ([]int64, time.Time, bool
 	return slices.Clone(v.values), v.ts, true
 }
 
-// begin is where the feed stands before a read.
-func (f *ChangeFeed) begin() stamp {
+// begin is where the feed stands before a read, and the replica serving
+// it ("" if unknown).
+func (f *ChangeFeed) begin() (stamp, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return stamp{seq: f.seq, at: f.c.clock.Now()}
+	replica := ""
+	if f.replica != nil {
+		replica = f.replica()
+	}
+	return stamp{seq: f.seq, at: f.c.clock.Now()}, replica
 }
 
 // keep keeps a value read from start, if nothing since says it may be
-// stale; it reports whether it did.
-func (f *ChangeFeed) keep(key, metric, read string, start stamp, values []int64, ts time.Time) bool {
+// stale; feedReplica is begin's replica, servedBy the one that answered
+// the read. It reports whether it did.
+func (f *ChangeFeed) keep(key, metric, read string, start stamp, feedReplica, servedBy string, values []int64, ts time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cov, covered := f.covered[metric]
-	if !covered || !start.settled(cov.stamp, cov.maxAge) || !start.settled(f.marks[key], cov.maxAge) || f.byKey[key] == nil {
+	settle := cov.maxAge
+	if feedReplica != "" && servedBy == feedReplica {
+		settle = 0
+	}
+	if !covered || !start.settled(cov.stamp, settle) || !start.settled(f.marks[key], settle) || f.byKey[key] == nil {
 		if kept := f.values[key]; kept != nil {
 			delete(kept, read)
 		}
@@ -212,13 +226,14 @@ func (v vouchedSource) ExternalMetric(ctx context.Context, metricName, namespace
 		vouchedReads.WithLabelValues("reused").Inc()
 		return values, ts, nil
 	}
-	start := v.feed.begin()
-	values, ts, err := v.Source.ExternalMetric(ctx, metricName, namespace, selector)
+	start, feedReplica := v.feed.begin()
+	var servedBy string
+	values, ts, err := v.Source.ExternalMetric(metricsource.WithServedBy(ctx, &servedBy), metricName, namespace, selector)
 	switch {
 	case err != nil:
 		v.feed.drop(v.key, read)
 		vouchedReads.WithLabelValues("failed").Inc()
-	case v.feed.keep(v.key, metricName, read, start, values, ts):
+	case v.feed.keep(v.key, metricName, read, start, feedReplica, servedBy, values, ts):
 		vouchedReads.WithLabelValues("kept").Inc()
 	default:
 		vouchedReads.WithLabelValues("read").Inc()

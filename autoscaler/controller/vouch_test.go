@@ -13,20 +13,22 @@ import (
 )
 
 // countingSource answers External reads with value (or err), counting
-// them; during runs inside a read.
+// them, as the adapter replica servedBy; during runs inside a read.
 type countingSource struct {
 	metricsource.Source
-	reads  int
-	value  int64
-	err    error
-	during func()
+	reads    int
+	value    int64
+	err      error
+	servedBy string
+	during   func()
 }
 
-func (s *countingSource) ExternalMetric(_ context.Context, _, _ string, _ labels.Selector) ([]int64, time.Time, error) {
+func (s *countingSource) ExternalMetric(ctx context.Context, _, _ string, _ labels.Selector) ([]int64, time.Time, error) {
 	s.reads++
 	if s.during != nil {
 		s.during()
 	}
+	metricsource.RecordServedBy(ctx, s.servedBy)
 	if s.err != nil {
 		return nil, time.Time{}, s.err
 	}
@@ -40,7 +42,8 @@ func TestVouchedValues(t *testing.T) {
 	c.clients.Metrics = src
 	f := newChangeFeed(c, 0)
 	live := true
-	f.VouchFor(func() bool { return live })
+	f.VouchFor(func() bool { return live }, func() string { return "r1" })
+	src.servedBy = "r2" // another replica than the feed's
 	f.index(kindMA, ma("shop", "a", external("depth", match("queue", "a"))))
 	f.index(kindMA, ma("shop", "b", external("depth", match("queue", "b"))))
 	keyA, keyB := kindMA+"/shop/a", kindMA+"/shop/b"
@@ -169,5 +172,66 @@ func TestVouchedValues(t *testing.T) {
 	f.set(keyA, nil)
 	if !read(keyA, selA) || !read(keyA, selA) {
 		t.Error("a deleted object's value was reused")
+	}
+}
+
+// TestVouchedOwnReplica: a value the feed's own adapter replica answered is
+// kept as soon as it is read after the coverage and the last change; one
+// another replica answered waits for maxAge.
+func TestVouchedOwnReplica(t *testing.T) {
+	t.Parallel()
+	c, clk := feedController(t)
+	src := &countingSource{value: 7000}
+	c.clients.Metrics = src
+	f := newChangeFeed(c, 0)
+	feedReplica := "r1"
+	f.VouchFor(func() bool { return true }, func() string { return feedReplica })
+	f.index(kindMA, ma("shop", "a", external("depth", match("queue", "a"))))
+	key, sel := kindMA+"/shop/a", labels.SelectorFromSet(labels.Set{"queue": "a"})
+	change := func() {
+		f.Changed(&changefeed.Event{Type: changefeed.TypeChange, Kind: changefeed.KindExternal, Name: "depth", Namespace: "shop",
+			Labels: map[string]string{"queue": "a", "namespace": "shop"}})
+	}
+	read := func() bool {
+		t.Helper()
+		before := src.reads
+		if _, _, err := c.metricSource(key).ExternalMetric(context.Background(), "depth", "shop", sel); err != nil {
+			t.Fatal(err)
+		}
+		return src.reads > before
+	}
+	steps := []struct {
+		name             string
+		servedBy         string
+		before           func()
+		wantSource, kept bool
+	}{
+		{name: "covered just now, the feed's replica answers: kept", servedBy: "r1", wantSource: true, kept: true,
+			before: func() {
+				f.Covered(&changefeed.Event{Type: changefeed.TypeCovered, Kind: changefeed.KindExternal, Name: "depth", LeaseSeconds: 120, MaxAgeMillis: 1500})
+			}},
+		{name: "changed just now, the feed's replica answers: kept", servedBy: "r1", before: change, wantSource: true, kept: true},
+		{name: "changed just now, another replica answers: not kept", servedBy: "r2", before: change, wantSource: true},
+		{name: "another replica after maxAge: kept", servedBy: "r2", before: func() { clk.Step(2 * time.Second) }, wantSource: true, kept: true},
+		{name: "an answer naming no replica: not kept", servedBy: "", before: change, wantSource: true},
+		{name: "the feed names no replica (an older adapter): not kept", servedBy: "", before: func() { feedReplica = ""; change() }, wantSource: true},
+		{name: "a change during the own replica's read: not kept", servedBy: "r1", before: func() { feedReplica = "r1"; src.during = change }, wantSource: true},
+		{name: "then kept", servedBy: "r1", before: func() { src.during = nil }, wantSource: true, kept: true},
+		{name: "the feed reconnected to r2 during a read r2 answered: not kept", servedBy: "r2",
+			before: func() { change(); src.during = func() { feedReplica = "r2" } }, wantSource: true},
+	}
+	for _, s := range steps {
+		src.servedBy = s.servedBy
+		if s.before != nil {
+			s.before()
+		}
+		if got := read(); got != s.wantSource {
+			t.Fatalf("%s: read the source %v, want %v", s.name, got, s.wantSource)
+		}
+		src.during = nil
+		if reused := !read(); reused != s.kept {
+			t.Fatalf("%s: the next reconcile reused the value %v, want %v", s.name, reused, s.kept)
+		}
+		change() // the next step begins with nothing kept
 	}
 }

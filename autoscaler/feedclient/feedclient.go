@@ -70,6 +70,8 @@ type Client struct {
 	// heard is when the last line came (unix nanoseconds), silence how
 	// long without one means the connection may be dead (see Live).
 	heard, silence atomic.Int64
+	// replica is the hello's, while connected (see Replica).
+	replica atomic.Pointer[string]
 }
 
 var (
@@ -111,6 +113,16 @@ func (c *Client) Live() bool {
 	return c.connected.Load() && time.Since(time.Unix(0, c.heard.Load())) < time.Duration(c.silence.Load())
 }
 
+// Replica names the adapter process serving the feed now (its hello's
+// replica, as in its answers' changefeed.ReplicaHeader); "" while
+// disconnected or when the adapter names none.
+func (c *Client) Replica() string {
+	if p := c.replica.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Run reads the feed until ctx ends, reconnecting as needed.
 func (c *Client) Run(ctx context.Context, h Handler) {
 	logger := klog.FromContext(ctx).WithValues("url", c.url)
@@ -145,6 +157,9 @@ func (c *Client) Run(ctx context.Context, h Handler) {
 }
 
 func (c *Client) setConnected(v bool) {
+	if !v {
+		c.replica.Store(nil)
+	}
 	c.connected.Store(v)
 	if v {
 		connectedGauge.Set(1)
@@ -209,6 +224,8 @@ func (c *Client) stream(ctx context.Context, logger klog.Logger, h Handler, wasD
 				quiet = time.Duration(ev.HeartbeatSeconds) * 3 * time.Second / 2
 			}
 			c.silence.Store(int64(quiet))
+			replica := ev.Replica
+			c.replica.Store(&replica)
 			heard = true
 			c.setConnected(true)
 			if wasDown {

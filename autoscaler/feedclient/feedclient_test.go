@@ -125,7 +125,7 @@ const hello = `{"type":"hello","heartbeatSeconds":10}`
 func TestEventsReachTheHandler(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, thenWait(lines(
-		hello,
+		`{"type":"hello","heartbeatSeconds":10,"replica":"5f0c9a1e7b2d4c38"}`,
 		`{"type":"heartbeat"}`,
 		`{"type":"change","name":"depth","labels":{"queue":"a"}}`,
 		``,
@@ -149,9 +149,15 @@ func TestEventsReachTheHandler(t *testing.T) {
 	if !c.Live() {
 		t.Error("not live right after events")
 	}
+	if r := c.Replica(); r != "5f0c9a1e7b2d4c38" {
+		t.Errorf("replica %q, want the hello's", r)
+	}
 	stop()
 	if c.Connected() {
 		t.Error("still connected after Run returned")
+	}
+	if r := c.Replica(); r != "" {
+		t.Errorf("replica %q after Run returned, want none", r)
 	}
 	if n := s.conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)

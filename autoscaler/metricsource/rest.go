@@ -3,6 +3,7 @@ package metricsource
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	customscheme "k8s.io/metrics/pkg/client/custom_metrics/scheme"
 
 	"github.com/metricscale/metricscale/autoscaler/arith"
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 // REST reads the three metrics APIs through the API server's aggregation
@@ -50,7 +52,9 @@ func NewREST(cfg *rest.Config, mapper meta.RESTMapper, apis customclient.Availab
 	if err != nil {
 		return nil, fmt.Errorf("resource metrics client: %w", err)
 	}
-	ext, err := apiClient(cfg, externalmetricsv1beta1.SchemeGroupVersion, scheme.Codecs.WithoutConversion())
+	extCfg := rest.CopyConfig(cfg)
+	extCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return servedByTransport{rt} })
+	ext, err := apiClient(extCfg, externalmetricsv1beta1.SchemeGroupVersion, scheme.Codecs.WithoutConversion())
 	if err != nil {
 		return nil, fmt.Errorf("external metrics client: %w", err)
 	}
@@ -138,6 +142,44 @@ func (r *REST) ExternalMetric(ctx context.Context, metricName, namespace string,
 	}
 	return FromExternalMetrics(list.Items, false)
 }
+
+// servedByKey carries WithServedBy's *string in a context.
+type servedByKey struct{}
+
+// WithServedBy asks REST to record, in *replica, which adapter replica
+// answered the External read made under ctx: the answer's
+// changefeed.ReplicaHeader, "" if it has none. One read at a time per
+// replica.
+func WithServedBy(ctx context.Context, replica *string) context.Context {
+	return context.WithValue(ctx, servedByKey{}, replica)
+}
+
+// RecordServedBy records replica as the answerer of the read made under
+// ctx, if ctx asks (WithServedBy): REST records the answer's header; a
+// Source of another kind may record its own.
+func RecordServedBy(ctx context.Context, replica string) {
+	if p, ok := ctx.Value(servedByKey{}).(*string); ok {
+		*p = replica
+	}
+}
+
+// servedByTransport records the answering replica of the requests whose
+// context asks for it (WithServedBy). The aggregator passes the adapter's
+// answer headers on.
+type servedByTransport struct{ next http.RoundTripper }
+
+func (t servedByTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	replica := ""
+	if err == nil {
+		replica = resp.Header.Get(changefeed.ReplicaHeader)
+	}
+	RecordServedBy(req.Context(), replica)
+	return resp, err
+}
+
+// WrappedRoundTripper lets client-go see through the wrapper.
+func (t servedByTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // customMetrics reads custom.metrics.k8s.io in the version discovery
 // prefers (v1beta2, or v1beta1 from older adapters), as k8s.io/metrics'

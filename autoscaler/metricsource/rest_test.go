@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+
+	"github.com/metricscale/metricscale/providers/changefeed"
 )
 
 type v1beta2Only struct{}
@@ -177,5 +180,52 @@ func TestExternalQuery(t *testing.T) {
 		if got := <-queries; got != want {
 			t.Errorf("selector %q: query %q, want %q", text, got, want)
 		}
+	}
+}
+
+func TestExternalServedBy(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := r.URL.Query().Get("labelSelector"); name != "" {
+			w.Header().Set(changefeed.ReplicaHeader, strings.TrimPrefix(name, "replica="))
+		}
+		if r.URL.Path == "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/broken" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(externalmetricsv1beta1.ExternalMetricValueList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "external.metrics.k8s.io/v1beta1", Kind: "ExternalMetricValueList"},
+			Items:    []externalmetricsv1beta1.ExternalMetricValue{{MetricName: "lag", Value: resource.MustParse("1")}}})
+	}))
+	t.Cleanup(srv.Close)
+	src, err := NewREST(&rest.Config{Host: srv.URL}, nil, v1beta2Only{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		metric, selector, want string
+		fails                  bool
+	}{
+		{metric: "lag", selector: "replica=a1", want: "a1"},
+		{metric: "lag", selector: "", want: ""}, // an answer that names no replica
+		{metric: "broken", selector: "replica=b2", want: "b2", fails: true},
+	} {
+		served := "stale"
+		sel, err := labels.Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = src.ExternalMetric(WithServedBy(context.Background(), &served), tc.metric, "ns", sel)
+		if (err != nil) != tc.fails {
+			t.Fatalf("%s{%s}: error %v, want failure %v", tc.metric, tc.selector, err, tc.fails)
+		}
+		if served != tc.want {
+			t.Errorf("%s{%s}: served by %q, want %q", tc.metric, tc.selector, served, tc.want)
+		}
+	}
+	// Without WithServedBy nothing is recorded, and the read works.
+	if _, _, err := src.ExternalMetric(context.Background(), "lag", "ns", labels.Everything()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -135,6 +135,8 @@ func TestRedisChangeFeed(t *testing.T) {
 			return polled >= 1, fmt.Sprintf("metricscale_adapter_feed_polled_metrics{provider=redis} = %v", polled), nil
 		})
 	readsBefore := adapterValue("metricscale_adapter_feed_poll_reads_total", map[string]string{"provider": "redis"})
+	const kept = `metricscale_autoscaler_vouched_metric_reads_total{result="kept"}`
+	keptBefore := autoscalerCounter(t, kept)
 	began := time.Now()
 
 	var lat []time.Duration
@@ -161,6 +163,15 @@ func TestRedisChangeFeed(t *testing.T) {
 	elapsed := time.Since(began)
 	reads := adapterValue("metricscale_adapter_feed_poll_reads_total", map[string]string{"provider": "redis"}) - readsBefore
 	checkReactions(t, "Redis list changed → spec.replicas", lat)
+	// The read each change queued was answered by the feed's own adapter
+	// replica (its Metricscale-Replica header passed the aggregator), so
+	// it was kept though it came within maxAge of the change: changes
+	// 0.5-2 s apart leave no other read to keep.
+	if n := autoscalerCounter(t, kept) - keptBefore; n < trials/2 {
+		t.Errorf("%d of the reads %d changes queued were kept for reuse, want at least %d", n, trials, trials/2)
+	} else {
+		t.Logf("%d reads kept for reuse over %d changes", n, trials)
+	}
 	t.Logf("the adapter's poll of redis: %.0f reads in %s (%.2f/s; one metric polled, default feedPollInterval 1s)",
 		reads, round(elapsed), reads/elapsed.Seconds())
 	if perSecond := reads / elapsed.Seconds(); perSecond > 1.5 {

@@ -13,7 +13,7 @@
 // The answer is a stream of JSON objects, one per line (Content-Type
 // application/x-ndjson), that lasts until either side closes it:
 //
-//	{"type":"hello","heartbeatSeconds":10}
+//	{"type":"hello","heartbeatSeconds":10,"replica":"5f0c9a1e7b2d4c38"}
 //	{"type":"change","name":"queue_messages_ready","namespace":"shop","labels":{"namespace":"shop","queue":"orders"}}
 //	{"type":"change","name":"queue_messages_ready","all":true}
 //	{"type":"resync"}
@@ -22,7 +22,9 @@
 //	{"type":"uncovered","kind":"external","name":"redis_list_length"}
 //
 // hello comes first, once the subscription exists: anything that changes
-// after it is announced. A change names a metric and the labels of the series
+// after it is announced. replica names the adapter process serving the
+// feed; the same process names itself in the ReplicaHeader of every answer
+// it serves, metric reads included. A change names a metric and the labels of the series
 // whose value changed (or appeared, or went away); all means every series of
 // the metric, sent instead of many label sets. kind, when set, limits it to
 // one metrics API ("external" or "custom"); empty means both. namespace is
@@ -41,17 +43,25 @@
 // it is polled and its reads succeed), and that a reading any replica serves
 // is at most maxAgeMillis old; it holds until uncovered, a resync or the end
 // of the connection, and while the metric is queried at least every
-// leaseSeconds. A reader may then reuse a value it began to read at least
-// maxAgeMillis after the covered event and after the last change it heard
-// of the series, instead of reading it again. uncovered comes with a change of every
-// series (a failed read, or the poll's end): read again. After hello and
-// after a resync come a covered event for each metric covered then. Pushed
-// metrics are never covered: they are read at every sync.
+// leaseSeconds. A reader may then reuse a value, instead of reading it
+// again, if it began to read it after the covered event and after the last
+// change it heard of the series, and either at least maxAgeMillis after
+// both or from the feed's own replica (the answer's ReplicaHeader is the
+// hello's replica): a replica answers a query that reaches it after it
+// announced a change with the changed value or a newer one. uncovered comes
+// with a change of every series (a failed read, or the poll's end): read
+// again. After hello and after a resync come a covered event for each
+// metric covered then. Pushed metrics are never covered: they are read at
+// every sync.
 package changefeed
 
 // Path is where the adapter serves the feed, and the non-resource URL RBAC
 // grants (verb get).
 const Path = "/changes"
+
+// ReplicaHeader is the answer header in which an adapter serving a feed
+// names its process (the hello's replica).
+const ReplicaHeader = "Metricscale-Replica"
 
 // ContentType is the feed's media type.
 const ContentType = "application/x-ndjson"
@@ -89,6 +99,9 @@ type Event struct {
 	All bool `json:"all,omitempty"`
 	// HeartbeatSeconds (hello only) is the server's heartbeat interval.
 	HeartbeatSeconds int `json:"heartbeatSeconds,omitempty"`
+	// Replica (hello only) names the adapter process serving the feed, as
+	// its answers' ReplicaHeader does.
+	Replica string `json:"replica,omitempty"`
 	// LeaseSeconds (covered only): the coverage lasts while the metric is
 	// queried at least this often.
 	LeaseSeconds int `json:"leaseSeconds,omitempty"`
