@@ -59,6 +59,7 @@ type ChangeFeed struct {
 	replica func() string
 	seq     uint64
 	covered map[string]coverMark               // metric name -> its coverage
+	readAt  map[string]time.Time               // metric name -> when its last good read began
 	marks   map[string]stamp                   // object key -> its last change
 	values  map[string]map[string]vouchedValue // object key -> read -> value
 }
@@ -90,7 +91,7 @@ func (c *Controller) ChangeFeed(minInterval time.Duration) (*ChangeFeed, error) 
 func newChangeFeed(c *Controller, minInterval time.Duration) *ChangeFeed {
 	return &ChangeFeed{c: c, minInterval: minInterval,
 		byMetric: map[string]*subscribers{}, byKey: map[string][]string{}, last: map[string]time.Time{},
-		covered: map[string]coverMark{}, marks: map[string]stamp{}, values: map[string]map[string]vouchedValue{}}
+		covered: map[string]coverMark{}, readAt: map[string]time.Time{}, marks: map[string]stamp{}, values: map[string]map[string]vouchedValue{}}
 }
 
 func (f *ChangeFeed) handler(kind string) cache.ResourceEventHandler {

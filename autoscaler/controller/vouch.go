@@ -33,8 +33,10 @@ import (
 //     answered the read (it answers a query that reaches it after it
 //     announced a change with the changed value or a newer one), so that
 //     the read a change queues is kept;
-//   - the value is younger than half the coverage's lease: the read that
-//     renews it keeps the adapter polling the metric.
+//   - this autoscaler read the metric (for any object) within half the
+//     coverage's lease: any query of a metric renews the adapter's poll of
+//     it, so one read a metric every half lease keeps it polled, not one
+//     an object.
 //
 // A failed read is never kept: it is read again at the next reconcile.
 // A resync or a reconnection forgets every value and every coverage.
@@ -119,6 +121,7 @@ func (f *ChangeFeed) changedLocked(key string) {
 // forgetAllLocked forgets every coverage and value; the caller holds f.mu.
 func (f *ChangeFeed) forgetAllLocked() {
 	f.seq++
+	clear(f.readAt)
 	clear(f.covered)
 	clear(f.values)
 	clear(f.marks)
@@ -140,7 +143,7 @@ func (f *ChangeFeed) vouched(key, metric, read string) ([]int64, time.Time, bool
 	}
 	// A change of key's series deleted its values (changedLocked).
 	cov, covered := f.covered[metric]
-	if !covered || v.start.seq < cov.seq || f.c.clock.Since(v.start.at) >= cov.lease/2 {
+	if !covered || v.start.seq < cov.seq || f.c.clock.Since(f.readAt[metric]) >= cov.lease/2 {
 		delete(f.values[key], read)
 		return nil, time.Time{}, false
 	}
@@ -171,6 +174,9 @@ func (f *ChangeFeed) begin() (stamp, string) {
 func (f *ChangeFeed) keep(key, metric, read string, start stamp, feedReplica, servedBy string, values []int64, ts time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if start.at.After(f.readAt[metric]) {
+		f.readAt[metric] = start.at
+	}
 	cov, covered := f.covered[metric]
 	settle := cov.maxAge
 	if feedReplica != "" && servedBy == feedReplica {
