@@ -181,6 +181,9 @@ type settings struct {
 type metricSettings struct {
 	MetricEntry
 	labelsFrom *regexp.Regexp
+	// labels keeps keyLabels' answers: a pattern's metric is made from
+	// all its keys at each read, a notified key's too.
+	labels *keyLabelsMemo
 }
 
 // decodeOptions decodes and validates raw; every error names its field.
@@ -328,7 +331,7 @@ func (o *Options) parseAddress(field string, s *settings, errs *options.Errors) 
 }
 
 func (m MetricEntry) validate(f string, errs *options.Errors) metricSettings {
-	out := metricSettings{MetricEntry: m}
+	out := metricSettings{MetricEntry: m, labels: &keyLabelsMemo{}}
 	switch {
 	case m.Type == "":
 		errs.Add(f+".type", "required: one of %s", kindList())

@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +109,39 @@ func TestValidateAccepts(t *testing.T) {
 				t.Errorf("maxKeys %d scanCount %d, want the defaults", s.maxKeys, s.scanCount)
 			}
 		})
+	}
+}
+
+// TestKeyLabelsRemembered: a key's labels are made once and shared by
+// every read of its series, a key labelsFrom does not match is remembered
+// as such, and the memo forgets everything rather than grow past its bound.
+func TestKeyLabelsRemembered(t *testing.T) {
+	t.Parallel()
+	s, err := decodeOptions("options", []byte(`{"address":"h:1","metrics":[{"name":"m","type":"listLength","keyPattern":"q:*","labelsFrom":"^q:(?P<queue>[a-z]+)$"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &s.metrics[0]
+	a1, ok1 := m.keyLabels("q:orders")
+	a2, ok2 := m.keyLabels("q:orders")
+	if !ok1 || !ok2 || a1["queue"] != "orders" || a1["key"] != "q:orders" {
+		t.Fatalf("labels of q:orders: %v %v, %v %v", a1, ok1, a2, ok2)
+	}
+	if reflect.ValueOf(a1).UnsafePointer() != reflect.ValueOf(a2).UnsafePointer() {
+		t.Error("q:orders' labels were made twice")
+	}
+	for range 2 {
+		if l, ok := m.keyLabels("q:42"); ok || l != nil {
+			t.Errorf("q:42 (labelsFrom does not match): %v, %v; want no series", l, ok)
+		}
+	}
+	for i := range keyLabelsMemoSize {
+		m.keyLabels(fmt.Sprintf("q:k%d", i))
+	}
+	if n := len(m.labels.byKey); n > keyLabelsMemoSize {
+		t.Errorf("%d keys remembered, want at most %d", n, keyLabelsMemoSize)
+	}
+	if b, ok := m.keyLabels("q:orders"); !ok || b["queue"] != "orders" {
+		t.Errorf("q:orders after the memo was cleared: %v, %v", b, ok)
 	}
 }

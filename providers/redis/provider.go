@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -318,6 +319,44 @@ func groupLag(stream string, g Group) (int64, error) {
 // keyLabels are the labels identifying key: the key itself, and
 // labelsFrom's named groups; false when labelsFrom does not match.
 func (m *metricSettings) keyLabels(key string) (map[string]string, bool) {
+	if m.labels == nil {
+		return m.makeKeyLabels(key)
+	}
+	return m.labels.get(key, m.makeKeyLabels)
+}
+
+// keyLabelsMemoSize bounds a metric's remembered key labels: beyond it
+// they are forgotten at once (keys come and go).
+const keyLabelsMemoSize = 4 * DefaultMaxKeys
+
+// keyLabelsMemo remembers a metric's key labels, which its series share:
+// nothing changes them.
+type keyLabelsMemo struct {
+	mu    sync.Mutex
+	byKey map[string]keyLabels
+}
+
+type keyLabels struct {
+	labels map[string]string
+	ok     bool
+}
+
+func (lm *keyLabelsMemo) get(key string, build func(string) (map[string]string, bool)) (map[string]string, bool) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if kl, found := lm.byKey[key]; found {
+		return kl.labels, kl.ok
+	}
+	if lm.byKey == nil || len(lm.byKey) >= keyLabelsMemoSize {
+		lm.byKey = map[string]keyLabels{}
+	}
+	labels, ok := build(key)
+	lm.byKey[key] = keyLabels{labels, ok}
+	return labels, ok
+}
+
+// makeKeyLabels is keyLabels, made.
+func (m *metricSettings) makeKeyLabels(key string) (map[string]string, bool) {
 	lbls := map[string]string{m.Type.keyLabel(): key}
 	if m.labelsFrom == nil {
 		return lbls, true
