@@ -373,6 +373,30 @@ func (c *Cluster) RestartAutoscaler(ctx context.Context, changeFeedURL string) e
 	return c.startAutoscaler(ctx)
 }
 
+// RestartAdapter stops the adapter if it runs and starts it again with the config file
+// as it is now (DIR/adapter/config.yaml, not rewritten): for what a live reload cannot
+// change, such as dropping the metrics.k8s.io route and with it the pod and node watches.
+func (c *Cluster) RestartAdapter(ctx context.Context) error {
+	st, err := ReadState(c.Dir)
+	if err != nil {
+		return fmt.Errorf("no cluster state in %s; start it with: hack/cluster.sh up", c.Dir)
+	}
+	if !contains(st.Components, "metricscale-adapter") {
+		return fmt.Errorf("the cluster in %s runs no metricscale-adapter", c.Dir)
+	}
+	c.Prometheus = st.Prometheus == "true"
+	if c.Alive("metricscale-adapter") {
+		if err := c.stop("metricscale-adapter"); err != nil {
+			return err
+		}
+	}
+	if err := c.startAndWait(ctx, "metricscale-adapter"); err != nil {
+		return err
+	}
+	return c.waitAPIServices(ctx, "metricscale-adapter",
+		"v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io")
+}
+
 // execKubectl runs kubectl against the cluster with args, on the caller's terminal.
 func (c *Cluster) execKubectl(args []string, stdout, stderr io.Writer) error {
 	if !isExecutable(c.Kubectl()) {

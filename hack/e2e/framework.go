@@ -259,6 +259,20 @@ func (c *Cluster) RestartAutoscaler(ctx context.Context, changeFeedURL string) e
 	return nil
 }
 
+// RestartAdapter stops the cluster's adapter and starts it again with its config file as
+// it is now (for what a live reload cannot change).
+func (c *Cluster) RestartAdapter(ctx context.Context) error {
+	var out bytes.Buffer
+	lc, err := c.local(&out)
+	if err == nil {
+		err = lc.RestartAdapter(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("restarting the adapter: %w\n%s", err, out.String())
+	}
+	return nil
+}
+
 func (c *Cluster) teardownAfter(err error) error {
 	c.Teardown()
 	return err
