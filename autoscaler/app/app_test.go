@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -188,5 +189,44 @@ func TestLeadership(t *testing.T) {
 	l.stopped()
 	if leading, _ := l.get(); leading {
 		t.Error("still leading after it stopped")
+	}
+}
+
+// TestKubeAPICompression: the clients accept no gzip unless
+// --kube-api-compression (Go's transport asks for it by default).
+func TestKubeAPICompression(t *testing.T) {
+	t.Parallel()
+	encodings := make(chan string, 1)
+	// TLS, as every API server: client-go ignores the setting with plain
+	// HTTP (Go's default transport serves it).
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		encodings <- r.Header.Get("Accept-Encoding")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--kube-api-compression"}, "gzip"},
+	} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		kube, err := kubernetes.NewForConfig(o.clientConfig(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.Discovery().ServerVersion(); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-encodings; got != tc.want {
+			t.Errorf("%v: Accept-Encoding %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }
