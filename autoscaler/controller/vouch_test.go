@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/metricscale/metricscale/autoscaler/metricsource"
 	"github.com/metricscale/metricscale/providers/changefeed"
@@ -35,14 +36,22 @@ func (s *countingSource) ExternalMetric(ctx context.Context, _, _ string, _ labe
 	return []int64{s.value}, t0, nil
 }
 
-func TestVouchedValues(t *testing.T) {
-	t.Parallel()
+// vouchingFeed is a controller whose change feed vouches for the values
+// src reads (7 by default).
+func vouchingFeed(t *testing.T, live func() bool, replica func() string) (*Controller, *clocktesting.FakeClock, *countingSource, *ChangeFeed) {
+	t.Helper()
 	c, clk := feedController(t)
 	src := &countingSource{value: 7000}
 	c.clients.Metrics = src
 	f := newChangeFeed(c, 0)
+	f.VouchFor(live, replica)
+	return c, clk, src, f
+}
+
+func TestVouchedValues(t *testing.T) {
+	t.Parallel()
 	live := true
-	f.VouchFor(func() bool { return live }, func() string { return "r1" })
+	c, clk, src, f := vouchingFeed(t, func() bool { return live }, func() string { return "r1" })
 	src.servedBy = "r2" // another replica than the feed's
 	f.index(kindMA, ma("shop", "a", external("depth", match("queue", "a"))))
 	f.index(kindMA, ma("shop", "b", external("depth", match("queue", "b"))))
@@ -182,12 +191,8 @@ func TestVouchedValues(t *testing.T) {
 // another replica answered waits for maxAge.
 func TestVouchedOwnReplica(t *testing.T) {
 	t.Parallel()
-	c, clk := feedController(t)
-	src := &countingSource{value: 7000}
-	c.clients.Metrics = src
-	f := newChangeFeed(c, 0)
 	feedReplica := "r1"
-	f.VouchFor(func() bool { return true }, func() string { return feedReplica })
+	c, clk, src, f := vouchingFeed(t, func() bool { return true }, func() string { return feedReplica })
 	f.index(kindMA, ma("shop", "a", external("depth", match("queue", "a"))))
 	key, sel := kindMA+"/shop/a", labels.SelectorFromSet(labels.Set{"queue": "a"})
 	change := func() {

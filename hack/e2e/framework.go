@@ -248,13 +248,20 @@ func (c *Cluster) local(out io.Writer) (*localcluster.Cluster, error) {
 // the cluster's settings (hack/cluster.sh restart-autoscaler); changeFeedURL is its
 // --change-feed-url ("" the adapter's feed, "none" none).
 func (c *Cluster) RestartAutoscaler(ctx context.Context, changeFeedURL string) error {
+	return c.command("hack/cluster.sh restart-autoscaler", func(lc *localcluster.Cluster) error {
+		return lc.RestartAutoscaler(ctx, changeFeedURL)
+	})
+}
+
+// command runs fn on the package hack/cluster handle, its output in the error.
+func (c *Cluster) command(what string, fn func(*localcluster.Cluster) error) error {
 	var out bytes.Buffer
 	lc, err := c.local(&out)
 	if err == nil {
-		err = lc.RestartAutoscaler(ctx, changeFeedURL)
+		err = fn(lc)
 	}
 	if err != nil {
-		return fmt.Errorf("hack/cluster.sh restart-autoscaler: %w\n%s", err, out.String())
+		return fmt.Errorf("%s: %w\n%s", what, err, out.String())
 	}
 	return nil
 }
@@ -262,15 +269,7 @@ func (c *Cluster) RestartAutoscaler(ctx context.Context, changeFeedURL string) e
 // RestartAdapter stops the cluster's adapter and starts it again with its config file as
 // it is now (for what a live reload cannot change).
 func (c *Cluster) RestartAdapter(ctx context.Context) error {
-	var out bytes.Buffer
-	lc, err := c.local(&out)
-	if err == nil {
-		err = lc.RestartAdapter(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("restarting the adapter: %w\n%s", err, out.String())
-	}
-	return nil
+	return c.command("restarting the adapter", func(lc *localcluster.Cluster) error { return lc.RestartAdapter(ctx) })
 }
 
 func (c *Cluster) teardownAfter(err error) error {

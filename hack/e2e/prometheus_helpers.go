@@ -13,7 +13,6 @@ package e2e
 //   - QueryPrometheus and WaitPrometheusSeries read what Prometheus answers.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	localcluster "github.com/metricscale/metricscale/hack/cluster"
 )
 
 // RequirePrometheus skips the test when the cluster runs without Prometheus.
@@ -84,15 +85,7 @@ func (c *Cluster) StopPrometheus(ctx context.Context) error {
 	if c.PrometheusURL == "" {
 		return errors.New("stop Prometheus: the cluster runs without Prometheus")
 	}
-	var out bytes.Buffer
-	lc, err := c.local(&out)
-	if err == nil {
-		err = lc.StopPrometheus(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("hack/cluster.sh stop-prometheus: %w\n%s", err, out.String())
-	}
-	return nil
+	return c.command("hack/cluster.sh stop-prometheus", func(lc *localcluster.Cluster) error { return lc.StopPrometheus(ctx) })
 }
 
 // StartPrometheus starts the cluster's Prometheus again on the same data (the samples
@@ -102,15 +95,7 @@ func (c *Cluster) StartPrometheus(ctx context.Context) error {
 	if c.PrometheusURL == "" {
 		return errors.New("start Prometheus: the cluster runs without Prometheus")
 	}
-	var out bytes.Buffer
-	lc, err := c.local(&out)
-	if err == nil {
-		err = lc.StartPrometheus(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("hack/cluster.sh start-prometheus: %w\n%s", err, out.String())
-	}
-	return nil
+	return c.command("hack/cluster.sh start-prometheus", func(lc *localcluster.Cluster) error { return lc.StartPrometheus(ctx) })
 }
 
 // PromSample is one element of a Prometheus instant query's result.
