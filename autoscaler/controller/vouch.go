@@ -170,7 +170,8 @@ func (f *ChangeFeed) begin() (stamp, string) {
 
 // keep keeps a value read from start, if nothing since says it may be
 // stale; feedReplica is begin's replica, servedBy the one that answered
-// the read. It reports whether it did.
+// the read. It reports whether it did. Kept or not, the good read renewed
+// the adapter's poll of the metric (readAt).
 func (f *ChangeFeed) keep(key, metric, read string, start stamp, feedReplica, servedBy string, values []int64, ts time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

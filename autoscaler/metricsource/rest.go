@@ -148,8 +148,8 @@ type servedByKey struct{}
 
 // WithServedBy asks REST to record, in *replica, which adapter replica
 // answered the External read made under ctx: the answer's
-// changefeed.ReplicaHeader, "" if it has none. One read at a time per
-// replica.
+// changefeed.ReplicaHeader, "" if it has none. One read at a time under
+// ctx.
 func WithServedBy(ctx context.Context, replica *string) context.Context {
 	return context.WithValue(ctx, servedByKey{}, replica)
 }

@@ -264,7 +264,10 @@ func (o *Options) settings(field string) (*settings, error) {
 			errs.Add(f+".name", "%q is also metrics[%d]'s name", m.Name, j)
 		}
 		seen[m.Name] = i
-		s.metrics = append(s.metrics, m.validate(f, &errs))
+		ms := m.validate(f, &errs)
+		// Twice the keys a pattern may match: keys come and go.
+		ms.labels = &keyLabelsMemo{limit: 2 * s.maxKeys}
+		s.metrics = append(s.metrics, ms)
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err
@@ -331,7 +334,7 @@ func (o *Options) parseAddress(field string, s *settings, errs *options.Errors) 
 }
 
 func (m MetricEntry) validate(f string, errs *options.Errors) metricSettings {
-	out := metricSettings{MetricEntry: m, labels: &keyLabelsMemo{}}
+	out := metricSettings{MetricEntry: m}
 	switch {
 	case m.Type == "":
 		errs.Add(f+".type", "required: one of %s", kindList())

@@ -117,7 +117,7 @@ func TestValidateAccepts(t *testing.T) {
 // as such, and the memo forgets everything rather than grow past its bound.
 func TestKeyLabelsRemembered(t *testing.T) {
 	t.Parallel()
-	s, err := decodeOptions("options", []byte(`{"address":"h:1","metrics":[{"name":"m","type":"listLength","keyPattern":"q:*","labelsFrom":"^q:(?P<queue>[a-z]+)$"}]}`))
+	s, err := decodeOptions("options", []byte(`{"address":"h:1","maxKeys":50,"metrics":[{"name":"m","type":"listLength","keyPattern":"q:*","labelsFrom":"^q:(?P<queue>[a-z]+)$"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,14 @@ func TestKeyLabelsRemembered(t *testing.T) {
 			t.Errorf("q:42 (labelsFrom does not match): %v, %v; want no series", l, ok)
 		}
 	}
-	for i := range keyLabelsMemoSize {
+	if m.labels.limit != 100 {
+		t.Errorf("remembers up to %d keys, want twice maxKeys (100)", m.labels.limit)
+	}
+	for i := range m.labels.limit {
 		m.keyLabels(fmt.Sprintf("q:k%d", i))
 	}
-	if n := len(m.labels.byKey); n > keyLabelsMemoSize {
-		t.Errorf("%d keys remembered, want at most %d", n, keyLabelsMemoSize)
+	if n := len(m.labels.byKey); n > m.labels.limit {
+		t.Errorf("%d keys remembered, want at most %d", n, m.labels.limit)
 	}
 	if b, ok := m.keyLabels("q:orders"); !ok || b["queue"] != "orders" {
 		t.Errorf("q:orders after the memo was cleared: %v, %v", b, ok)

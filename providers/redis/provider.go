@@ -325,13 +325,10 @@ func (m *metricSettings) keyLabels(key string) (map[string]string, bool) {
 	return m.labels.get(key, m.makeKeyLabels)
 }
 
-// keyLabelsMemoSize bounds a metric's remembered key labels: beyond it
-// they are forgotten at once (keys come and go).
-const keyLabelsMemoSize = 4 * DefaultMaxKeys
-
 // keyLabelsMemo remembers a metric's key labels, which its series share:
-// nothing changes them.
+// nothing changes them. Beyond limit keys it forgets them all at once.
 type keyLabelsMemo struct {
+	limit int
 	mu    sync.Mutex
 	byKey map[string]keyLabels
 }
@@ -347,7 +344,7 @@ func (lm *keyLabelsMemo) get(key string, build func(string) (map[string]string, 
 	if kl, found := lm.byKey[key]; found {
 		return kl.labels, kl.ok
 	}
-	if lm.byKey == nil || len(lm.byKey) >= keyLabelsMemoSize {
+	if lm.byKey == nil || len(lm.byKey) >= lm.limit {
 		lm.byKey = map[string]keyLabels{}
 	}
 	labels, ok := build(key)
